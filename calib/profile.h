@@ -1,0 +1,82 @@
+// Profile: the calibrated numbers a simulation runs on (calib/profiles/*.json).
+//
+// A cluster JSON describes what is cabled (nominal link speeds); a profile
+// says what software achieves on it:
+//   links.<kind>.bandwidth_efficiency     achievable fraction of nominal bandwidth
+//                                         for nvlink, pcie and network links;
+//   collectives.<op>.<algorithm>.<protocol>
+//       base_latency_seconds              fixed cost of one call (launch, setup);
+//       hop_latency_seconds.<kind>        cost of one algorithm step over a hop of
+//                                         that kind (alpha, per message);
+//       bandwidth_factor                  payload fraction of link bandwidth the
+//                                         protocol reaches (LL's inline flags...);
+//       message_overhead_seconds          direct algorithm only: cost of posting
+//                                         one network message;
+//   compute                               reserved for the compute model (GEMM and
+//                                         HBM efficiency, interference); kept as JSON.
+// Every link and algorithm entry carries a "source" saying where its numbers
+// come from. A protocol missing from an algorithm is not available there.
+#pragma once
+
+#include "topology/cluster.h"
+#include "workloads/collective_kind.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardsim::calib {
+
+using topology::LinkKind;
+using workloads::Algorithm;
+using workloads::CollectiveOp;
+using workloads::Protocol;
+
+struct ProtocolParams {
+  double base_latency_seconds = 0;
+  std::array<double, topology::kLinkKindCount> hop_latency_seconds{};  // by LinkKind
+  double bandwidth_factor = 1;
+  double message_overhead_seconds = 0;
+
+  double hop_latency(LinkKind kind) const { return hop_latency_seconds[static_cast<std::size_t>(kind)]; }
+};
+
+struct AlgorithmParams {
+  std::string source;
+  std::map<Protocol, ProtocolParams> protocols;
+};
+
+struct LinkCalibration {
+  double bandwidth_efficiency = 1;
+  std::string source;
+};
+
+struct Profile {
+  std::string name;
+  std::string gpu;
+  std::string file;
+  std::array<LinkCalibration, topology::kLinkKindCount> links{};
+  std::map<std::pair<CollectiveOp, Algorithm>, AlgorithmParams> collectives;
+  nlohmann::json compute = nlohmann::json::object();
+  std::vector<std::string> sources;
+
+  double bandwidth_efficiency(LinkKind kind) const {
+    return links[static_cast<std::size_t>(kind)].bandwidth_efficiency;
+  }
+  // nullptr when the profile has no entry for this collective and algorithm.
+  const AlgorithmParams* find(CollectiveOp op, Algorithm algorithm) const;
+  const ProtocolParams* find(CollectiveOp op, Algorithm algorithm, Protocol protocol) const;
+};
+
+// Parses and validates; throws InputError naming `file` and the field.
+Profile parse_profile(const nlohmann::json& document, const std::string& file);
+
+// Loads a profile from a JSON file path or a bundled preset name
+// (calib/profiles/<name>.json).
+Profile load_profile(const std::string& file_or_preset);
+
+}  // namespace shardsim::calib

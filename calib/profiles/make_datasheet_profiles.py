@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Writes the bundled datasheet profiles (a100, a800, h100, h200) in this folder.
+
+Regenerate with:  python3 calib/profiles/make_datasheet_profiles.py
+
+Every number below names its source. "record N" is entry N (0-based) of
+shared/data/public_hardware.json, the team's collection of public hardware
+and nccl-tests figures. Nothing here is tuned to make a simulation agree with
+anything: link efficiencies are measured large-message NCCL bandwidth over
+nominal link bandwidth, and latencies and protocol factors are NVIDIA's own
+published NCCL tuning model. A measured profile (shardsim calib fit) replaces
+all of this for a machine that has been probed.
+"""
+import json
+import pathlib
+
+NCCL_TUNING = ("NVIDIA/nccl src/graph/tuning.cc at commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2: "
+               "baseLat and hwLat tables (microseconds) and the protocol bandwidth refinements of "
+               "ncclTopoTuneModel")
+
+# NCCL tuning model, microseconds: base latency per (algorithm, protocol) and
+# per-hop latency per (hardware, algorithm, protocol).
+BASE_US = {"tree": {"ll": 6.8, "ll128": 14.0, "simple": 0.0},
+           "ring": {"ll": 6.6, "ll128": 14.0, "simple": 8.4}}
+HOP_US = {"tree": {"ll": {"nvlink": 0.6, "pcie": 1.0, "network": 5.0},
+                   "ll128": {"nvlink": 1.25, "pcie": 1.9, "network": 8.5},
+                   "simple": {"nvlink": 28.0, "pcie": 28.0, "network": 28.0}},
+          "ring": {"ll": {"nvlink": 0.6, "pcie": 1.0, "network": 2.7},
+                   "ll128": {"nvlink": 1.9, "pcie": 2.5, "network": 4.0},
+                   "simple": {"nvlink": 3.4, "pcie": 5.7, "network": 14.0}}}
+# Fraction of the link bandwidth each protocol reaches in NCCL's model:
+# ring LL busBw/4 (multi-node; NCCL uses /3 for a single-node all-gather,
+# reduce-scatter or broadcast), ring LL128 x0.92 (two or more GPUs per node),
+# tree x0.92 for all protocols, then LL /3.8 and LL128 x120/128 (multi-node).
+BANDWIDTH_FACTOR = {"ring": {"ll": 0.25, "ll128": 0.92, "simple": 1.0},
+                    "tree": {"ll": 0.92 / 3.8, "ll128": 0.92 * 120 / 128, "simple": 0.92}}
+
+
+def protocol_entry(algorithm, protocol, message_overhead_seconds=None):
+    entry = {
+        "base_latency_seconds": round(BASE_US[algorithm][protocol] * 1e-6, 12),
+        "hop_latency_seconds": {k: round(v * 1e-6, 12) for k, v in HOP_US[algorithm][protocol].items()},
+        "bandwidth_factor": round(BANDWIDTH_FACTOR[algorithm][protocol], 6),
+    }
+    if message_overhead_seconds is not None:
+        entry["message_overhead_seconds"] = message_overhead_seconds
+    return entry
+
+
+def collectives(net_post_overhead_seconds, cpu_note):
+    ring = {"source": NCCL_TUNING + " (ring row)"}
+    ring.update({p: protocol_entry("ring", p) for p in ("ll", "ll128", "simple")})
+    tree = {"source": NCCL_TUNING + " (tree row)"}
+    tree.update({p: protocol_entry("tree", p) for p in ("ll", "ll128", "simple")})
+    # NCCL's model has no point-to-point entry; its ring model for one step
+    # stands in, plus NCCL's network post overhead per message (getNetOverhead).
+    direct = {"source": (NCCL_TUNING + ": no point-to-point entry exists, so one ring step (LL, Simple) "
+                         "stands in; message_overhead_seconds is NCCL's getNetOverhead for " + cpu_note)}
+    direct.update({p: protocol_entry("ring", p, net_post_overhead_seconds) for p in ("ll", "simple")})
+    return {
+        "all_reduce": {"ring": ring, "tree": tree},
+        "all_gather": {"ring": ring},
+        "reduce_scatter": {"ring": ring},
+        "broadcast": {"ring": ring},
+        "reduce": {"ring": ring},
+        "all_to_all": {"direct": direct},
+        "send_recv": {"direct": direct},
+    }
+
+
+def link(efficiency, source):
+    return {"bandwidth_efficiency": round(efficiency, 4), "source": source}
+
+
+A100_NVLINK = link(231.58 / 300.0,
+                   "record 174: nccl-tests all_reduce, 8x A100-SXM4-80GB (Azure ND A100 v4, NCCL 2.18.5), "
+                   "8 GiB in-place busbw 231.58 GB/s over 300 GB/s per direction (record 9: 600 GB/s bidirectional)")
+A100_PCIE = link(26.28 / 32.0,
+                 "record 72: nvbandwidth host_to_device 26.28 GB/s on A100-SXM4-80GB over PCIe Gen4 x16 "
+                 "32 GB/s per direction (record 10)")
+HDR_NETWORK = link(96.0 / 100.0,
+                   "record 247: nccl-tests all_reduce on A100 nodes with 4x HDR 200 Gb/s, peak busbw ~96 GB/s "
+                   "over the 100 GB/s the four NICs carry (user report, NVIDIA/nccl-tests #119)")
+NDR_NETWORK = link(47.5 / 50.0,
+                   "record 37: NVIDIA (nccl-tests #290, #267): 46-49 GB/s per ConnectX-7 NIC at NDR 400 Gb/s; "
+                   "midpoint 47.5 over 50 GB/s")
+GEN5_PCIE = link(52.0 / 64.0,
+                 "record 75: nvbandwidth host_to_device 52 GB/s on H200 (Azure ND H200 v5) over PCIe Gen5 x16 "
+                 "64 GB/s per direction (record 22)")
+
+PROFILES = {
+    "a100": {
+        "gpu": "A100-SXM4-80GB",
+        "links": {"nvlink": A100_NVLINK, "pcie": A100_PCIE, "network": HDR_NETWORK},
+        "collectives": collectives(2e-6, "AMD CPUs (2 us): DGX A100 has 2x AMD EPYC 7742 (record 38)"),
+    },
+    "a800": {
+        "gpu": "A800-SXM4-80GB",
+        "links": {
+            "nvlink": link(231.58 / 300.0,
+                           "no A800 measurement in the records: A100's NVLink3 efficiency (record 174), since "
+                           "A800 is the same GPU with fewer NVLinks (record 12, third-party)"),
+            "pcie": A100_PCIE,
+            "network": HDR_NETWORK,
+        },
+        "collectives": collectives(1e-6, "a CPU that is not AMD (1 us): the A800 cluster's CPU is not "
+                                         "recorded, 1 us is NCCL's default"),
+    },
+    "h100": {
+        "gpu": "H100-SXM5-80GB",
+        "links": {
+            "nvlink": link(370.0 / 450.0,
+                           "record 240: NVIDIA (nccl-tests #212): 'NCCL can get an effective NVLink bandwidth "
+                           "of 370GB/s' on H100 for rings, over 450 GB/s per direction (record 21)"),
+            "pcie": GEN5_PCIE,
+            "network": NDR_NETWORK,
+        },
+        "collectives": collectives(1e-6, "Intel CPUs (1 us): DGX H100 has 2x Xeon Platinum 8480C (record 40)"),
+    },
+    "h200": {
+        "gpu": "H200-SXM-141GB",
+        "links": {
+            "nvlink": link(367.61 / 450.0,
+                           "record 239: all_reduce with NVLS disabled, 8x H200 SXM, 16 GiB busbw 367.61 GB/s, "
+                           "over 450 GB/s per direction (record 29: 900 GB/s bidirectional)"),
+            "pcie": GEN5_PCIE,
+            "network": NDR_NETWORK,
+        },
+        "collectives": collectives(1e-6, "a CPU that is not AMD (1 us): NCCL's default"),
+    },
+}
+
+
+def main():
+    here = pathlib.Path(__file__).resolve().parent
+    for name, body in PROFILES.items():
+        profile = {
+            "name": name,
+            "gpu": body["gpu"],
+            "links": body["links"],
+            "collectives": body["collectives"],
+            "compute": {},
+            "sources": [
+                "Datasheet profile generated by calib/profiles/make_datasheet_profiles.py from "
+                "shared/data/public_hardware.json and NVIDIA's NCCL tuning model; see each entry's source.",
+                "NVLS (in-switch reduction) is not modelled: on H100/H200 NCCL's default all-reduce uses it "
+                "and reaches ~480 GB/s busbw (records 218, 241); these profiles describe ring and tree.",
+            ],
+        }
+        (here / f"{name}.json").write_text(json.dumps(profile, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+#include "sim/cli/commands.h"
+
+#include "calib/profile.h"
+#include "sim/cli/atomic_output.h"
+#include "sim/cli/progress_bar.h"
+#include "sim/collective_sweep.h"
+#include "topology/json_input.h"
+#include "topology/routing.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cctype>
+#include <iostream>
+#include <numeric>
+#include <stdexcept>
+
+namespace shardsim::cli {
+
+namespace {
+
+struct CollectiveOptions {
+  std::string cluster = "dgx-a100-1024";
+  std::string profile;
+  std::string op = "all_reduce";
+  int gpus = 0;
+  std::string group = "all";
+  std::string min_bytes = "8";
+  std::string max_bytes = "8G";
+  long long step_factor = 2;
+  std::string network = "flow";
+  std::string algo = "auto";
+  std::string proto = "auto";
+  std::string type = "float";
+  int root = 0;
+  std::string csv;
+};
+
+// "8", "64K", "8M", "8G" (binary multiples, as nccl-tests reads -b and -e).
+long long parse_size(const std::string& option, const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string suffix = text.substr(digits);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();
+  long long multiplier = 1;
+  if (suffix.size() == 1) {
+    switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
+      case 'K': multiplier = 1LL << 10; break;
+      case 'M': multiplier = 1LL << 20; break;
+      case 'G': multiplier = 1LL << 30; break;
+      case 'T': multiplier = 1LL << 40; break;
+      default: multiplier = 0;
+    }
+  }
+  if (digits == 0 || digits > 15 || multiplier == 0 || suffix.size() > 1) {
+    throw std::invalid_argument(option + ": '" + text + "' is not a size in bytes (examples: 8, 64K, 8M, 8G)");
+  }
+  return std::stoll(text.substr(0, digits)) * multiplier;
+}
+
+sim::GroupLayout make_group(const topology::Cluster& cluster, const std::string& shape, int gpus) {
+  const int available = shape == "intra" ? cluster.gpus_per_node() : shape == "inter" ? cluster.nodes()
+                                                                                        : cluster.gpu_count();
+  const int size = gpus == 0 ? available : gpus;
+  if (size < 1 || size > available) {
+    throw std::invalid_argument("--gpus " + std::to_string(gpus) + ": a group '" + shape + "' on cluster " +
+                                cluster.spec().name + " holds 1 to " + std::to_string(available) + " GPUs");
+  }
+  std::vector<topology::GpuId> ranks;
+  for (int r = 0; r < size; ++r) {
+    ranks.push_back(shape == "intra" ? cluster.gpu_at(0, r) : shape == "inter" ? cluster.gpu_at(r, 0) : r);
+  }
+  return sim::make_group_layout(cluster, std::move(ranks));
+}
+
+template <typename Parsed>
+auto parse_or_auto(const std::string& option, const std::string& text, Parsed parse) {
+  using Result = decltype(parse(text));
+  if (text == "auto") return Result{};
+  Result value = parse(text);
+  if (!value) throw std::invalid_argument(option + ": unknown value '" + text + "'");
+  return value;
+}
+
+int run_collective(const CollectiveOptions& options) {
+  const topology::ClusterSpec spec = topology::load_cluster_spec(options.cluster);
+  const topology::Cluster cluster(spec);
+  const topology::Router router(cluster);
+  const calib::Profile profile = calib::load_profile(options.profile.empty() ? spec.profile : options.profile);
+  const sim::GroupLayout group = make_group(cluster, options.group, options.gpus);
+
+  std::vector<workloads::CollectiveOp> ops;
+  if (options.op == "all") {
+    ops = workloads::all_collective_ops();
+  } else {
+    const auto op = workloads::parse_collective_op(options.op);
+    if (!op) throw std::invalid_argument("--op: unknown collective '" + options.op + "'");
+    ops = {*op};
+  }
+  sim::CollectiveSweep sweep;
+  sweep.sizes = sim::geometric_sizes(parse_size("--min-bytes", options.min_bytes),
+                                     parse_size("--max-bytes", options.max_bytes), options.step_factor);
+  const auto type = sim::parse_data_type(options.type);
+  if (!type) throw std::invalid_argument("--type: unknown data type '" + options.type + "'");
+  sweep.type = *type;
+  sweep.root = options.root;
+  sweep.mode = options.network == "analytical" ? sim::NetworkMode::analytical : sim::NetworkMode::flow;
+  sweep.algorithm = parse_or_auto("--algo", options.algo, workloads::parse_algorithm);
+  sweep.protocol = parse_or_auto("--proto", options.proto, workloads::parse_protocol);
+
+  std::cout << "# shardsim collective: cluster " << spec.name << " (" << cluster.gpu_count() << " GPUs), profile "
+            << profile.name << "\n"
+            << "# group " << options.group << ": " << group.size() << " ranks on " << group.node_count()
+            << " nodes; network " << options.network << "; algo " << options.algo << "; proto " << options.proto
+            << "\n";
+
+  ProgressBar progress("simulating", sweep.sizes.size() * ops.size());
+  std::vector<sim::NcclTestsRow> all_rows;
+  for (workloads::CollectiveOp op : ops) {
+    sweep.op = op;
+    const auto rows = sim::run_collective_sweep(cluster, router, profile, group, sweep, [&] { progress.advance(); });
+    std::cout << "#\n# Collective test: " << workloads::to_string(op) << "\n";
+    sim::write_nccl_tests_header(std::cout);
+    for (const auto& row : rows) sim::write_nccl_tests_row(std::cout, row);
+    sim::write_nccl_tests_footer(std::cout, rows);
+    all_rows.insert(all_rows.end(), rows.begin(), rows.end());
+  }
+
+  if (!options.csv.empty()) {
+    AtomicOutputFile csv(options.csv);
+    sim::write_csv_header(csv.stream());
+    for (const auto& row : all_rows) sim::write_csv_row(csv.stream(), row);
+    csv.commit();
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_collective_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<CollectiveOptions>();
+  CLI::App* command = app.add_subcommand(
+      "collective", "Simulate NCCL collectives over a size sweep, printed like nccl-tests");
+  command->footer(
+      "Example:\n"
+      "  shardsim collective --cluster dgx-a100-1024 --op all_reduce --min-bytes 8 --max-bytes 8G\n"
+      "  shardsim collective --cluster a800-1024 --op all_gather --gpus 8 --group inter --csv ag.csv\n"
+      "Sizes take K, M, G suffixes (powers of 1024). Clusters and profiles are JSON files or bundled\n"
+      "presets (shardsim presets).");
+  command->add_option("--cluster", options->cluster, "Cluster JSON file or preset name")->capture_default_str();
+  command->add_option("--profile", options->profile,
+                      "Calibration profile JSON file or preset (default: the cluster's own)");
+  command->add_option("--op", options->op, "Collective, or 'all' for every one")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
+                             "send_recv", "all"}))
+      ->capture_default_str();
+  command->add_option("-g,--gpus", options->gpus, "Ranks in the group (default: all the group shape allows)");
+  command->add_option("--group", options->group,
+                      "Group shape: intra (GPUs of one node), inter (GPU 0 of each node), all (GPUs 0..N-1)")
+      ->check(CLI::IsMember({"intra", "inter", "all"}))
+      ->capture_default_str();
+  command->add_option("-b,--min-bytes", options->min_bytes, "Smallest size, bytes")->capture_default_str();
+  command->add_option("-e,--max-bytes", options->max_bytes, "Largest size, bytes")->capture_default_str();
+  command->add_option("-f,--step-factor", options->step_factor, "Multiply the size by this between rows")
+      ->check(CLI::Range(2LL, 1LL << 20))
+      ->capture_default_str();
+  command->add_option("--network", options->network,
+                      "flow: max-min fair flows on the routed fabric; analytical: alpha-beta closed forms")
+      ->check(CLI::IsMember({"flow", "analytical"}))
+      ->capture_default_str();
+  command->add_option("--algo", options->algo, "Algorithm: auto (NCCL's choice), ring, tree, hier, direct")
+      ->check(CLI::IsMember({"auto", "ring", "tree", "hier", "direct"}))
+      ->capture_default_str();
+  command->add_option("--proto", options->proto, "Protocol: auto, ll, ll128, simple")
+      ->check(CLI::IsMember({"auto", "ll", "ll128", "simple"}))
+      ->capture_default_str();
+  command->add_option("-d,--type", options->type, "Element type, as nccl-tests names it")
+      ->check(CLI::IsMember(sim::data_type_names()))
+      ->capture_default_str();
+  command->add_option("-r,--root", options->root, "Root rank of broadcast and reduce")->capture_default_str();
+  command->add_option("--csv", options->csv, "Also write the rows as CSV to this file");
+  command->callback([options, &exit_code] { exit_code = run_collective(*options); });
+}
+
+}  // namespace shardsim::cli

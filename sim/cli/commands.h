@@ -1,0 +1,16 @@
+// The subcommands of the shardsim CLI. Each registers its options on the
+// app and a callback that runs it and sets `exit_code`. Errors travel as
+// exceptions to main(), which turns bad input into exit code 2.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace shardsim::cli {
+
+void add_collective_command(CLI::App& app, int& exit_code);
+void add_bench_command(CLI::App& app, int& exit_code);
+void add_presets_command(CLI::App& app, int& exit_code);
+
+}  // namespace shardsim::cli

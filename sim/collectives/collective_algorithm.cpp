@@ -1,0 +1,47 @@
+#include "sim/collectives/collective_algorithm.h"
+
+#include "sim/collectives/direct.h"
+#include "sim/collectives/hierarchical.h"
+#include "sim/collectives/ring.h"
+#include "sim/collectives/tree.h"
+#include "topology/json_input.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace shardsim::sim {
+
+double CollectiveCost::seconds(double bytes) const {
+  double total = 0;
+  for (const auto& lines : phases) {
+    double longest = 0;
+    for (const AlphaBeta& line : lines) longest = std::max(longest, line.seconds(bytes));
+    total += longest;
+  }
+  return total;
+}
+
+const CollectiveAlgorithm& collective_algorithm(Algorithm kind) {
+  static const RingAlgorithm ring;
+  static const TreeAlgorithm tree;
+  static const HierarchicalAlgorithm hierarchical;
+  static const DirectAlgorithm direct;
+  switch (kind) {
+    case Algorithm::ring: return ring;
+    case Algorithm::tree: return tree;
+    case Algorithm::hierarchical: return hierarchical;
+    case Algorithm::direct: return direct;
+  }
+  throw std::logic_error("unknown algorithm");
+}
+
+const calib::ProtocolParams& protocol_params(const calib::Profile& profile, CollectiveOp op, Algorithm algorithm,
+                                             Protocol protocol) {
+  if (const calib::ProtocolParams* params = profile.find(op, algorithm, protocol)) return *params;
+  throw_input_error(profile.file, "collectives." + std::string(workloads::to_string(op)) + "." +
+                                      std::string(workloads::to_string(algorithm)) + "." +
+                                      std::string(workloads::to_string(protocol)),
+                    "missing: the profile has no parameters for this collective, algorithm and protocol");
+}
+
+}  // namespace shardsim::sim

@@ -1,0 +1,75 @@
+// CollectiveAlgorithm: one way of running collectives, behind one interface
+// (in the spirit of nccl-tests' testColl table). Each algorithm knows
+//   - which collectives it implements and on which groups,
+//   - its decomposition into a TransferPlan for the flow network, and
+//   - its cost: a closed form over the group's shape and the profile, fast
+//     enough for a plan search, and equal to the flow result whenever
+//     nothing else competes for the links.
+// Both are made per byte of buffer: every byte count in a collective is
+// proportional to the buffer size, so one plan or one cost serves every size.
+#pragma once
+
+#include "calib/profile.h"
+#include "sim/collectives/group.h"
+#include "sim/collectives/transfer_plan.h"
+#include "topology/routing.h"
+
+#include <string>
+
+namespace shardsim::sim {
+
+// The buffer a call moves is nccl-tests' "size": all-reduce, broadcast,
+// reduce: the buffer; all-gather: the gathered output; reduce-scatter: the
+// input being scattered; all-to-all: each rank's send buffer; send/recv: what
+// each rank sends.
+struct CollectiveCall {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  int root = 0;  // rank index, for broadcast and reduce
+};
+
+// time(bytes) = alpha + beta * bytes.
+struct AlphaBeta {
+  double alpha_seconds = 0;
+  double seconds_per_byte = 0;
+  double seconds(double bytes) const { return alpha_seconds + seconds_per_byte * bytes; }
+};
+
+// A collective's time as a function of its buffer size: the sum over its
+// phases of the largest of the phase's alpha-beta lines. One line is the
+// textbook model, and what lockstep channels (rings, trees) give. More appear
+// when independent transfers that share a link start at different latencies
+// (all-to-all): the link is busy from the first start, so the time is bounded
+// by each start latency plus the load of the transfers starting then or later.
+struct CollectiveCost {
+  std::vector<std::vector<AlphaBeta>> phases;
+  double seconds(double bytes) const;
+};
+
+struct CollectiveContext {
+  const topology::Cluster& cluster;
+  const topology::Router& router;
+  const calib::Profile& profile;
+  const GroupLayout& group;
+};
+
+class CollectiveAlgorithm {
+ public:
+  virtual ~CollectiveAlgorithm() = default;
+
+  virtual Algorithm kind() const = 0;
+  // Empty when supported; otherwise why not (shown to the user).
+  virtual std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const = 0;
+  // Transfers for one byte of buffer (scale to the buffer when running it).
+  virtual TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const = 0;
+  virtual CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
+                              Protocol protocol) const = 0;
+};
+
+const CollectiveAlgorithm& collective_algorithm(Algorithm kind);
+
+// The profile's parameters for (op, algorithm, protocol); throws InputError
+// naming the profile file and the missing entry.
+const calib::ProtocolParams& protocol_params(const calib::Profile& profile, CollectiveOp op, Algorithm algorithm,
+                                             Protocol protocol);
+
+}  // namespace shardsim::sim

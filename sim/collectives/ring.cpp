@@ -1,0 +1,114 @@
+#include "sim/collectives/ring.h"
+
+#include "sim/collectives/estimate_support.h"
+
+#include <algorithm>
+
+namespace shardsim::sim {
+
+std::vector<Hop> ring_hops(const std::vector<NodeChannel>& channel) {
+  std::vector<Hop> hops;
+  if (channel.size() == 1) {
+    const auto& order = channel.front().order;
+    if (order.size() < 2) return hops;
+    for (std::size_t i = 0; i < order.size(); ++i) hops.push_back({order[i], order[(i + 1) % order.size()]});
+    return hops;
+  }
+  for (std::size_t j = 0; j < channel.size(); ++j) {
+    const auto& here = channel[j];
+    const auto& next = channel[(j + 1) % channel.size()];
+    for (std::size_t i = 0; i + 1 < here.order.size(); ++i) hops.push_back({here.order[i], here.order[i + 1]});
+    hops.push_back({here.order.back(), next.order.front(), here.nic, next.nic});
+  }
+  return hops;
+}
+
+TimePs RingSchedule::channel_latency(const std::vector<TimePs>& hop_latencies) const {
+  TimePs total = 0;
+  for (TimePs t : hop_latencies) total += t;
+  if (chain || hop_latencies.empty()) return total;
+  return static_cast<TimePs>(static_cast<double>(total) * steps / static_cast<double>(hop_latencies.size()));
+}
+
+RingSchedule ring_schedule(const topology::Cluster& cluster, const GroupLayout& group, const CollectiveCall& call) {
+  RingSchedule schedule;
+  const int n = group.size();
+  if (n < 2) return schedule;
+  const double ranks = n;
+  double bytes_per_edge = 1.0;  // all channels together, per byte of buffer
+  switch (call.op) {
+    case CollectiveOp::all_reduce:
+      bytes_per_edge *= 2 * (ranks - 1) / ranks;
+      schedule.steps = 2 * (n - 1);
+      break;
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter:
+      bytes_per_edge *= (ranks - 1) / ranks;
+      schedule.steps = n - 1;
+      break;
+    default:
+      schedule.steps = n - 1;
+      schedule.chain = true;
+  }
+
+  const topology::GpuId root = group.ranks[static_cast<std::size_t>(call.root)];
+  for (const auto& channel : build_node_channels(cluster, group)) {
+    std::vector<Hop> hops = ring_hops(channel);
+    if (schedule.chain) {
+      // Broadcast: the n-1 hops leaving the root; reduce: the n-1 ending at it.
+      const bool broadcast = call.op == CollectiveOp::broadcast;
+      const auto first = std::find_if(hops.begin(), hops.end(),
+                                      [&](const Hop& h) { return (broadcast ? h.src : h.dst) == root; });
+      std::rotate(hops.begin(), broadcast ? first : first + 1, hops.end());
+      hops.pop_back();
+    }
+    schedule.channel_hops.push_back(std::move(hops));
+  }
+  schedule.bytes_per_hop = bytes_per_edge / static_cast<double>(schedule.channel_hops.size());
+  return schedule;
+}
+
+std::string RingAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout&) const {
+  if (op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv) {
+    return "ring does not implement " + std::string(workloads::to_string(op)) + " (use direct)";
+  }
+  return "";
+}
+
+TransferPlan RingAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const {
+  const auto& params = protocol_params(context.profile, call.op, Algorithm::ring, protocol);
+  TransferPlan plan{call.op, Algorithm::ring, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}};
+  const RingSchedule schedule = ring_schedule(context.cluster, context.group, call);
+  if (schedule.channel_hops.empty()) return plan;
+  Phase phase;
+  TransferBuilder builder(context.router, params);
+  for (const auto& hops : schedule.channel_hops) {
+    std::vector<TimePs> latencies;
+    for (const Hop& hop : hops) latencies.push_back(builder.add_hop(hop));
+    phase.transfers.push_back(builder.take(schedule.bytes_per_hop, schedule.channel_latency(latencies)));
+  }
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
+CollectiveCost RingAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
+                                   Protocol protocol) const {
+  const auto& params = protocol_params(context.profile, call.op, Algorithm::ring, protocol);
+  const RingSchedule schedule = ring_schedule(context.cluster, context.group, call);
+  // Channels advance in lockstep through the links they share: the call ends
+  // when the last channel to start has moved its share over the busiest link.
+  TimePs start = 0;
+  for (const auto& hops : schedule.channel_hops) {
+    std::vector<TimePs> latencies;
+    for (const Hop& hop : hops) latencies.push_back(step_latency(context.cluster, params, hop));
+    start = std::max(start, schedule.channel_latency(latencies));
+  }
+  LinkLoadCounter load(context.cluster);
+  for (const auto& hops : schedule.channel_hops) {
+    for (const Hop& hop : hops) load.add(hop, schedule.bytes_per_hop, start);
+  }
+  return {{with_launch(load.cost_lines(effective_speeds(context.cluster, context.profile, params.bandwidth_factor)),
+                       params.base_latency_seconds)}};
+}
+
+}  // namespace shardsim::sim

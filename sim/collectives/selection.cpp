@@ -1,0 +1,70 @@
+#include "sim/collectives/selection.h"
+
+#include "topology/json_input.h"
+
+#include <stdexcept>
+
+namespace shardsim::sim {
+
+namespace {
+
+std::vector<Algorithm> nccl_candidates(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::all_reduce: return {Algorithm::ring, Algorithm::tree};
+    case CollectiveOp::all_to_all:
+    case CollectiveOp::send_recv: return {Algorithm::direct};
+    default: return {Algorithm::ring};
+  }
+}
+
+// Protocols the profile gives for this algorithm (for hierarchical: its
+// three ring calls all need the protocol).
+std::vector<Protocol> listed_protocols(const calib::Profile& profile, CollectiveOp op, Algorithm algorithm) {
+  std::vector<Protocol> listed;
+  for (Protocol p : workloads::all_protocols()) {
+    const bool present = algorithm == Algorithm::hierarchical
+                             ? profile.find(CollectiveOp::reduce_scatter, Algorithm::ring, p) &&
+                                   profile.find(CollectiveOp::all_reduce, Algorithm::ring, p) &&
+                                   profile.find(CollectiveOp::all_gather, Algorithm::ring, p)
+                             : profile.find(op, algorithm, p) != nullptr;
+    if (present) listed.push_back(p);
+  }
+  return listed;
+}
+
+}  // namespace
+
+AlgorithmChooser::AlgorithmChooser(const CollectiveContext& context, const CollectiveCall& call,
+                                   std::optional<Algorithm> algorithm, std::optional<Protocol> protocol) {
+  if (algorithm) {
+    const std::string reason = collective_algorithm(*algorithm).unsupported_reason(call.op, context.group);
+    if (!reason.empty()) throw std::invalid_argument(reason);
+  }
+  for (Algorithm a : algorithm ? std::vector<Algorithm>{*algorithm} : nccl_candidates(call.op)) {
+    const auto& implementation = collective_algorithm(a);
+    if (!implementation.unsupported_reason(call.op, context.group).empty()) continue;
+    const std::vector<Protocol> protocols =
+        protocol ? std::vector<Protocol>{*protocol} : listed_protocols(context.profile, call.op, a);
+    if (algorithm && protocols.empty()) {
+      const bool hierarchical = a == Algorithm::hierarchical;
+      throw_input_error(context.profile.file,
+                        "collectives." + std::string(workloads::to_string(hierarchical ? CollectiveOp::all_reduce : call.op)) +
+                            "." + std::string(workloads::to_string(hierarchical ? Algorithm::ring : a)),
+                        "missing: the profile has no parameters for this collective and algorithm");
+    }
+    for (Protocol p : protocols) candidates_.push_back({a, p, implementation.cost(context, call, p)});
+  }
+  if (candidates_.empty()) {
+    throw std::invalid_argument("the profile lists no algorithm that runs " + std::string(workloads::to_string(call.op)));
+  }
+}
+
+const AlgorithmCandidate& AlgorithmChooser::choose(double bytes) const {
+  const AlgorithmCandidate* best = &candidates_.front();
+  for (const auto& candidate : candidates_) {
+    if (candidate.cost.seconds(bytes) < best->cost.seconds(bytes)) best = &candidate;
+  }
+  return *best;
+}
+
+}  // namespace shardsim::sim

@@ -1,0 +1,39 @@
+#include "sim/collectives/transfer_plan.h"
+
+#include <algorithm>
+
+namespace shardsim::sim {
+
+TransferBuilder::TransferBuilder(const topology::Router& router, const calib::ProtocolParams& protocol)
+    : router_(router), protocol_(protocol), weight_by_link_(router.cluster().links().size(), 0.0) {}
+
+TimePs TransferBuilder::add_hop(const Hop& hop) {
+  const topology::Route route = router_.route({hop.src, hop.dst, hop.src_nic, hop.dst_nic, hops_.size()});
+  const double wire_bytes_per_payload_byte = 1.0 / protocol_.bandwidth_factor;
+  for (const LinkUse& use : route.links) {
+    auto& weight = weight_by_link_[static_cast<std::size_t>(use.link)];
+    if (weight == 0) touched_.push_back(use.link);
+    weight += use.weight * wire_bytes_per_payload_byte;
+  }
+  hops_.push_back(hop);
+  const auto kind = crosses_nodes(router_.cluster(), hop) ? topology::LinkKind::network : topology::LinkKind::nvlink;
+  return picoseconds_from_seconds(protocol_.hop_latency(kind)) + route.latency;
+}
+
+Transfer TransferBuilder::take(double bytes_per_hop, TimePs latency) {
+  Transfer transfer;
+  transfer.hops = std::move(hops_);
+  hops_.clear();
+  std::sort(touched_.begin(), touched_.end());
+  transfer.links.reserve(touched_.size());
+  for (topology::LinkId link : touched_) {
+    transfer.links.push_back({link, weight_by_link_[static_cast<std::size_t>(link)]});
+    weight_by_link_[static_cast<std::size_t>(link)] = 0;
+  }
+  touched_.clear();
+  transfer.bytes_per_hop = bytes_per_hop;
+  transfer.latency = latency;
+  return transfer;
+}
+
+}  // namespace shardsim::sim

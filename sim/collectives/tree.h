@@ -1,0 +1,24 @@
+// Tree: NCCL's double-binary-tree all-reduce.
+//
+// Across nodes the buffer is split between the two trees of
+// double_binary_tree(); each tree reduces towards its root and broadcasts
+// back, pipelined, so every tree edge carries its half once up and once down.
+// Inside a node a chain links the channel's GPUs, its head (the GPU at the
+// channel's NIC) talking to the network. Each (channel, tree) is one lockstep
+// Transfer; the latency is NCCL's: up and down the chain and the tree depth.
+#pragma once
+
+#include "sim/collectives/collective_algorithm.h"
+
+namespace shardsim::sim {
+
+class TreeAlgorithm final : public CollectiveAlgorithm {
+ public:
+  Algorithm kind() const override { return Algorithm::tree; }
+  std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const override;
+  TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
+  CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
+                      Protocol protocol) const override;
+};
+
+}  // namespace shardsim::sim

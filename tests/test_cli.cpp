@@ -1,0 +1,183 @@
+// End to end: the shardsim binary as a user runs it. Every run is wrapped in
+// `timeout`, so a hang fails the test instead of stalling CI.
+#include "fixtures.h"
+
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#ifndef SHARDSIM_BINARY
+#error "SHARDSIM_BINARY must point at the shardsim executable"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+class Scratch {
+ public:
+  Scratch() : dir_(fs::temp_directory_path() / ("shardsim-cli-" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+  fs::path path(const std::string& name) const { return dir_ / name; }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name).string();
+  }
+
+ private:
+  fs::path dir_;
+};
+
+std::string read(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result run(const Scratch& scratch, const std::string& arguments) {
+  const auto out = scratch.path("stdout"), err = scratch.path("stderr");
+  const std::string command = "timeout 120 " + std::string(SHARDSIM_BINARY) + " " + arguments + " >" + out.string() +
+                              " 2>" + err.string();
+  const int status = std::system(command.c_str());
+  Result result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = read(out);
+  result.err = read(err);
+  return result;
+}
+
+std::string cluster_file(const Scratch& scratch, const nlohmann::json& document) {
+  return scratch.write("cluster.json", document.dump());
+}
+
+}  // namespace
+
+TEST_CASE("help shows an example for the program and every command", "[cli]") {
+  const Scratch scratch;
+  for (const std::string command : {"", "collective", "bench", "presets"}) {
+    const Result r = run(scratch, command + " --help");
+    INFO(command);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE_THAT(r.out, Catch::Contains("Example"));
+  }
+}
+
+TEST_CASE("the main job runs on the bundled defaults", "[cli]") {
+  const Scratch scratch;
+  const Result r = run(scratch, "collective --min-bytes 8 --max-bytes 1M");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.out, Catch::Contains("dgx-a100-1024 (1024 GPUs)"));
+  REQUIRE_THAT(r.out, Catch::Contains("#       size         count      type   redop    root     time   algbw   busbw"));
+  REQUIRE_THAT(r.out, Catch::Contains("     1048576        262144     float     sum      -1"));
+  REQUIRE_THAT(r.out, Catch::Contains("# Avg bus bandwidth"));
+}
+
+TEST_CASE("two runs print byte-identical output and CSV", "[cli][determinism]") {
+  const Scratch scratch;
+  const std::string args = "collective --cluster dgx-a100-8node --op all -b 8 -e 64M -f 8 --csv ";
+  const Result first = run(scratch, args + scratch.path("a.csv").string());
+  const Result second = run(scratch, args + scratch.path("b.csv").string());
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(first.out == second.out);
+  REQUIRE(read(scratch.path("a.csv")) == read(scratch.path("b.csv")));
+  REQUIRE_THAT(read(scratch.path("a.csv")), Catch::StartsWith("op,size_bytes,count,type"));
+}
+
+TEST_CASE("bad cluster files exit with 2 and name the file and the field", "[cli][errors]") {
+  const Scratch scratch;
+  struct BadCase {
+    std::string what;
+    nlohmann::json document;
+    std::string message;
+  };
+  std::vector<BadCase> cases;
+  auto unknown = shardsim::test::cluster_json();
+  unknown["node"]["nvlink_bandwith"] = 1;
+  cases.push_back({"unknown key", unknown, "node.nvlink_bandwith: unknown field"});
+  auto missing = shardsim::test::cluster_json();
+  missing["fabric"].erase("spines");
+  cases.push_back({"missing key", missing, "fabric.spines: missing required field"});
+  auto zero = shardsim::test::cluster_json();
+  zero["node"]["nic_bits_per_second"] = 0;
+  cases.push_back({"zero bandwidth", zero, "node.nic_bits_per_second: must be a positive number, got 0"});
+  auto negative = shardsim::test::cluster_json();
+  negative["node"]["pcie_bidirectional_bytes_per_second"] = -64e9;
+  cases.push_back({"negative bandwidth", negative, "node.pcie_bidirectional_bytes_per_second: must be a positive number"});
+  for (const auto& c : cases) {
+    INFO(c.what);
+    const std::string file = cluster_file(scratch, c.document);
+    const Result r = run(scratch, "collective --cluster " + file);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE_THAT(r.err, Catch::Contains(file + ": " + c.message));
+    REQUIRE(r.out.empty());
+  }
+  const std::string malformed = scratch.write("malformed.json", "{\"name\": \"x\", \"nodes\": [1, 2");
+  const Result r = run(scratch, "collective --cluster " + malformed);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE_THAT(r.err, Catch::Contains(malformed + ": malformed JSON"));
+}
+
+TEST_CASE("bad command lines exit with 2 and say what is wrong", "[cli][errors]") {
+  const Scratch scratch;
+  struct BadCase {
+    std::string arguments, message;
+  };
+  const std::vector<BadCase> cases = {
+      {"collective --gpus 2048", "--gpus 2048: a group 'all' on cluster dgx-a100-1024 holds 1 to 1024 GPUs"},
+      {"collective --group inter --gpus 129", "holds 1 to 128 GPUs"},
+      {"collective --op all_scatter", "all_scatter"},
+      {"collective --min-bytes -5", "--min-bytes: '-5' is not a size in bytes"},
+      {"collective --min-bytes=-5", "--min-bytes: '-5' is not a size in bytes"},
+      {"collective --max-bytes 8X", "--max-bytes: '8X' is not a size in bytes"},
+      {"collective -b 1G -e 8", "sizes need 0 <= min <= max"},
+      {"collective --cluster no-such-preset", "no-such-preset: no such cluster file or preset"},
+      {"collective --profile no-such-profile", "no-such-profile: no such profile file or preset"},
+      {"collective --op all_gather --algo tree", "tree only implements all_reduce"},
+      {"collective --op broadcast --root 4096", "root 4096 is not a rank of the group"},
+      {"frobnicate", "frobnicate"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.arguments);
+    const Result r = run(scratch, c.arguments);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE_THAT(r.err, Catch::Contains(c.message));
+  }
+}
+
+TEST_CASE("a profile missing a field exits with 2 naming the field", "[cli][errors]") {
+  const Scratch scratch;
+  auto profile = shardsim::test::uniform_profile_json(1e-6);
+  profile["collectives"]["all_reduce"].erase("tree");
+  const std::string file = scratch.write("profile.json", profile.dump());
+  const Result r = run(scratch, "collective --cluster dgx-a100-2node --profile " + file + " --algo tree");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE_THAT(r.err, Catch::Contains(file + ": collectives.all_reduce.tree: missing"));
+}
+
+TEST_CASE("a run that fails leaves no output file behind", "[cli][errors]") {
+  const Scratch scratch;
+  const auto csv = scratch.path("out.csv");
+  const Result bad = run(scratch, "collective --gpus 4096 --csv " + csv.string());
+  REQUIRE(bad.exit_code == 2);
+  REQUIRE_FALSE(fs::exists(csv));
+  const Result unwritable = run(scratch, "collective -b 8 -e 8 --csv " + scratch.path("missing-dir/out.csv").string());
+  REQUIRE(unwritable.exit_code == 2);
+  REQUIRE_THAT(unwritable.err, Catch::Contains("missing-dir/out.csv: cannot write here"));
+  for (const auto& entry : fs::directory_iterator(scratch.path(""))) {
+    REQUIRE(entry.path().string().find(".tmp.") == std::string::npos);
+  }
+}

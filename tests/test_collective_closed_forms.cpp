@@ -1,0 +1,155 @@
+// Collectives on uniform links against their textbook alpha-beta formulas.
+//
+// The uniform profile makes every link reach its nominal bandwidth and every
+// algorithm step cost alpha, with no launch cost, so the simulated time must
+// be the closed form. Link latencies in the clusters are 0 (alpha carries
+// the latency), PCIe is set to the NIC speed so that every link a transfer
+// crosses has the same bandwidth B.
+#include "fixtures.h"
+
+#include <catch2/catch.hpp>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+using test::World;
+
+namespace {
+
+constexpr double kAlpha = 2e-6;  // seconds per algorithm step
+constexpr double kB = 25e9;      // bytes per second on every link
+
+// One node of n GPUs on an NVSwitch: every GPU link carries B each way.
+World single_node(int n) {
+  auto doc = test::cluster_json(1, n, 1);
+  doc["node"]["nvlink_bidirectional_bytes_per_second"] = 2 * kB;
+  doc["node"]["pcie_switches"] = 1;
+  return World(test::cluster_spec(doc), test::uniform_profile(kAlpha));
+}
+
+// n nodes of `gpus` GPUs, one NIC per GPU, all under one leaf; NVLink, PCIe
+// and NICs all at B each way.
+World nodes_of(int n, int gpus = 1, double message_overhead = 0) {
+  auto doc = test::cluster_json(n, gpus, gpus);
+  doc["node"]["nvlink_bidirectional_bytes_per_second"] = 2 * kB;
+  doc["node"]["pcie_bidirectional_bytes_per_second"] = 2 * kB;
+  doc["node"]["nic_bits_per_second"] = 8 * kB;
+  doc["fabric"]["nodes_per_leaf"] = n;
+  return World(test::cluster_spec(doc), test::uniform_profile(kAlpha, message_overhead));
+}
+
+void require_close(double simulated, double expected, double tolerance = 1e-3) {
+  INFO("simulated " << simulated << " s, closed form " << expected << " s");
+  REQUIRE(simulated == Approx(expected).epsilon(tolerance));
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce: 2(N-1)/N S/B + 2(N-1) alpha", "[collectives][closed_form]") {
+  for (int n : {2, 4, 8}) {
+    for (double s : {1.0 * (1 << 20), 256.0 * (1 << 20)}) {
+      INFO("N = " << n << ", S = " << s);
+      const double expected = 2.0 * (n - 1) / n * s / kB + 2.0 * (n - 1) * kAlpha;
+      const World node = single_node(n);
+      require_close(node.flow_seconds(node.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, s), expected);
+      const World spread = nodes_of(n);
+      require_close(spread.flow_seconds(spread.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, s), expected);
+    }
+  }
+}
+
+TEST_CASE("ring all-gather and reduce-scatter: (N-1)/N S/B + (N-1) alpha", "[collectives][closed_form]") {
+  const double s = 64.0 * (1 << 20);
+  for (int n : {2, 5, 8}) {
+    const World world = nodes_of(n);
+    const double expected = (n - 1.0) / n * s / kB + (n - 1) * kAlpha;
+    for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter}) {
+      require_close(world.flow_seconds(world.all(), op, Algorithm::ring, Protocol::simple, s), expected);
+    }
+  }
+}
+
+TEST_CASE("pipelined broadcast and reduce chains: S/B + (N-1) alpha", "[collectives][closed_form]") {
+  const double s = 64.0 * (1 << 20);
+  const World world = single_node(8);
+  for (CollectiveOp op : {CollectiveOp::broadcast, CollectiveOp::reduce}) {
+    for (int root : {0, 5}) {
+      require_close(world.flow_seconds(world.all(), op, Algorithm::ring, Protocol::simple, s, root),
+                    s / kB + 7 * kAlpha);
+    }
+  }
+}
+
+TEST_CASE("tree all-reduce over 2 nodes: S/B + 2 alpha", "[collectives][closed_form]") {
+  // Trees A and B each carry S/2 up and down one edge in opposite
+  // directions, so each direction of the link carries S in all: S/B. Depth 1:
+  // one step up, one down.
+  const double s = 128.0 * (1 << 20);
+  const World world = nodes_of(2);
+  require_close(world.flow_seconds(world.all(), CollectiveOp::all_reduce, Algorithm::tree, Protocol::simple, s),
+                s / kB + 2 * kAlpha);
+}
+
+TEST_CASE("tree all-reduce over 4 nodes: 2S/B + 4 alpha", "[collectives][closed_form]") {
+  // Tree A on positions 0..3: 3 is the root, 1 its child, 0 and 2 children of
+  // 1; tree B mirrors it (p -> 3-p). Node 1 sends S/2 up and 2 x S/2 down in
+  // A and S/2 up in B: 2S through its NIC, the most of any node. Depth 2.
+  const double s = 128.0 * (1 << 20);
+  const World world = nodes_of(4);
+  require_close(world.flow_seconds(world.all(), CollectiveOp::all_reduce, Algorithm::tree, Protocol::simple, s),
+                2 * s / kB + 4 * kAlpha);
+}
+
+TEST_CASE("hierarchical all-reduce on 2 nodes x 2 GPUs: 3/2 S/B + 4 alpha", "[collectives][closed_form]") {
+  // Reduce-scatter in the node: S/2 over NVLink, 1 step. All-reduce of S/2
+  // per rail across 2 nodes: 2(1)/2 x S/2 = S/2, 2 steps. All-gather: S/2, 1 step.
+  const double s = 128.0 * (1 << 20);
+  const World world = nodes_of(2, 2);
+  require_close(world.flow_seconds(world.all(), CollectiveOp::all_reduce, Algorithm::hierarchical, Protocol::simple, s),
+                1.5 * s / kB + 4 * kAlpha);
+}
+
+TEST_CASE("all-to-all: (N-1)/N S/B + alpha, plus one message overhead per remote peer", "[collectives][closed_form]") {
+  const double s = 256.0 * (1 << 20);
+  const World node = single_node(8);
+  require_close(node.flow_seconds(node.all(), CollectiveOp::all_to_all, Algorithm::direct, Protocol::simple, s),
+                7.0 / 8 * s / kB + kAlpha);
+  const double overhead = 1e-6;
+  const World spread = nodes_of(6, 1, overhead);
+  require_close(spread.flow_seconds(spread.all(), CollectiveOp::all_to_all, Algorithm::direct, Protocol::simple, s),
+                5.0 / 6 * s / kB + kAlpha + 5 * overhead);
+}
+
+TEST_CASE("send/recv to the next rank: S/B + alpha", "[collectives][closed_form]") {
+  const double s = 64.0 * (1 << 20);
+  const World node = single_node(4);
+  require_close(node.flow_seconds(node.all(), CollectiveOp::send_recv, Algorithm::direct, Protocol::simple, s),
+                s / kB + kAlpha);
+}
+
+TEST_CASE("a 2:1 oversubscribed spine halves cross-leaf throughput of a saturating all-to-all", "[collectives][closed_form]") {
+  // Two nodes of 8 GPUs, each node under its own leaves: every byte between
+  // the nodes crosses the spine. At 1:1 a leaf's uplinks match its one NIC
+  // port; at 2:1 they carry half of it.
+  auto throughput = [](double oversubscription, int nodes_per_leaf) {
+    auto doc = test::cluster_json(2, 8, 8);
+    doc["fabric"]["nodes_per_leaf"] = nodes_per_leaf;
+    doc["fabric"]["oversubscription"] = oversubscription;
+    const World world(test::cluster_spec(doc), calib::load_profile("a100"));
+    const double s = 8.0 * (1 << 30);
+    const auto run = world.run(world.all(), CollectiveOp::all_to_all, Algorithm::direct, Protocol::simple, s);
+    // Bytes that went node to node, counted where they enter a NIC from the fabric.
+    double crossed = 0;
+    for (std::size_t l = 0; l < world.cluster().links().size(); ++l) {
+      const auto& link = world.cluster().links()[l];
+      if (link.kind == topology::LinkKind::network && !link.bundle && link.to >= 0 &&
+          !world.cluster().is_fabric_switch(link.to)) {
+        crossed += run.link_bytes[l];
+      }
+    }
+    REQUIRE(crossed == Approx(2 * 8 * 8 * s / 16).epsilon(1e-9));  // every GPU sends S/16 to each remote GPU
+    return crossed / seconds_from_picoseconds(run.duration);
+  };
+  REQUIRE(throughput(2.0, 1) / throughput(1.0, 1) == Approx(0.5).epsilon(0.01));
+  // Control: with both nodes under one leaf nothing crosses the spine.
+  REQUIRE(throughput(2.0, 2) / throughput(1.0, 2) == Approx(1.0).epsilon(1e-9));
+}

@@ -1,0 +1,129 @@
+// Bytes are conserved: what the flow network measured on the links, not
+// what the plans claim. Everything that leaves a GPU arrives at a GPU; every
+// switch and NIC passes on exactly what it receives; and where the closed
+// form is clean, each GPU sends and receives exactly what the algorithm says.
+#include "fixtures.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+using test::World;
+
+namespace {
+
+struct Tally {
+  std::vector<double> gpu_out, gpu_in;
+  std::map<int, double> vertex_in, vertex_out;  // switches and NICs; -1 is the spine tier of the bundles
+};
+
+Tally tally(const World& world, const std::vector<double>& link_bytes) {
+  const auto& cluster = world.cluster();
+  Tally t;
+  t.gpu_out.assign(static_cast<std::size_t>(cluster.gpu_count()), 0.0);
+  t.gpu_in = t.gpu_out;
+  for (std::size_t l = 0; l < cluster.links().size(); ++l) {
+    const auto& link = cluster.links()[l];
+    const double bytes = link_bytes[l];
+    if (link.from >= 0 && link.from < cluster.gpu_count()) {
+      t.gpu_out[static_cast<std::size_t>(link.from)] += bytes;
+    } else {
+      t.vertex_out[link.from] += bytes;
+    }
+    if (link.to >= 0 && link.to < cluster.gpu_count()) {
+      t.gpu_in[static_cast<std::size_t>(link.to)] += bytes;
+    } else {
+      t.vertex_in[link.to] += bytes;
+    }
+  }
+  return t;
+}
+
+double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+
+void require_conserved(const Tally& t) {
+  REQUIRE(sum(t.gpu_out) > 0);
+  REQUIRE(sum(t.gpu_out) == Approx(sum(t.gpu_in)).epsilon(1e-9));
+  for (const auto& [vertex, in] : t.vertex_in) {
+    INFO("vertex " << vertex);
+    REQUIRE(in == Approx(t.vertex_out.at(vertex)).epsilon(1e-9).margin(1e-3));
+  }
+}
+
+struct Case {
+  CollectiveOp op;
+  Algorithm algorithm;
+};
+
+const std::vector<Case> kCases = {
+    {CollectiveOp::all_reduce, Algorithm::ring},     {CollectiveOp::all_reduce, Algorithm::tree},
+    {CollectiveOp::all_reduce, Algorithm::hierarchical}, {CollectiveOp::all_gather, Algorithm::ring},
+    {CollectiveOp::reduce_scatter, Algorithm::ring}, {CollectiveOp::broadcast, Algorithm::ring},
+    {CollectiveOp::reduce, Algorithm::ring},         {CollectiveOp::all_to_all, Algorithm::direct},
+    {CollectiveOp::send_recv, Algorithm::direct},
+};
+
+}  // namespace
+
+TEST_CASE("bytes sent equal bytes received for every collective", "[collectives][conservation]") {
+  for (const std::string preset : {"dgx-a100-8node", "h100-8node", "a800-1024"}) {
+    const World world(preset);
+    // Two nodes' worth of a regular group, and an irregular one.
+    std::vector<topology::GpuId> regular;
+    for (int g = 0; g < 16; ++g) regular.push_back(g);
+    const std::vector<sim::GroupLayout> groups = {world.group(regular),
+                                                  world.group({0, 3, 9, 10, 17, 40, 41, 42, 63})};
+    for (const auto& group : groups) {
+      for (const Case& c : kCases) {
+        if (!sim::collective_algorithm(c.algorithm).unsupported_reason(c.op, group).empty()) continue;
+        INFO(preset << " " << to_string(c.op) << " " << to_string(c.algorithm) << " on " << group.size() << " ranks");
+        const auto run = world.run(group, c.op, c.algorithm, Protocol::simple, 48.0 * (1 << 20));
+        require_conserved(tally(world, run.link_bytes));
+      }
+    }
+  }
+}
+
+TEST_CASE("inside a node every GPU moves what the algorithm says", "[collectives][conservation]") {
+  const World world("dgx-a100-2node");
+  const auto node = world.group({0, 1, 2, 3, 4, 5, 6, 7});
+  const double s = 64.0 * (1 << 20), n = 8;
+  auto per_gpu = [&](CollectiveOp op, Algorithm algorithm, int root = 0) {
+    return tally(world, world.run(node, op, algorithm, Protocol::simple, s, root).link_bytes);
+  };
+  auto require_each = [](const std::vector<double>& values, double expected) {
+    for (int g = 0; g < 8; ++g) REQUIRE(values[static_cast<std::size_t>(g)] == Approx(expected).epsilon(1e-9));
+  };
+  const auto all_reduce = per_gpu(CollectiveOp::all_reduce, Algorithm::ring);
+  require_each(all_reduce.gpu_out, 2 * (n - 1) / n * s);
+  require_each(all_reduce.gpu_in, 2 * (n - 1) / n * s);
+  const auto all_gather = per_gpu(CollectiveOp::all_gather, Algorithm::ring);
+  require_each(all_gather.gpu_out, (n - 1) / n * s);
+  const auto all_to_all = per_gpu(CollectiveOp::all_to_all, Algorithm::direct);
+  require_each(all_to_all.gpu_out, (n - 1) / n * s);
+  require_each(all_to_all.gpu_in, (n - 1) / n * s);
+  // Broadcast from rank 3: it sends S and receives nothing; every other GPU
+  // receives S, and all but the end of the chain pass it on.
+  const auto broadcast = per_gpu(CollectiveOp::broadcast, Algorithm::ring, 3);
+  REQUIRE(broadcast.gpu_in[3] == 0);
+  REQUIRE(broadcast.gpu_out[3] == Approx(s));
+  REQUIRE(sum(broadcast.gpu_out) == Approx(7 * s));
+  REQUIRE(sum(broadcast.gpu_in) == Approx(7 * s));
+}
+
+TEST_CASE("a rail-aligned ring never touches the spine", "[collectives][conservation]") {
+  const World world("dgx-a100-2node");
+  const auto run = world.run(world.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, 1e9);
+  for (std::size_t l = 0; l < world.cluster().links().size(); ++l) {
+    const auto& link = world.cluster().links()[l];
+    const bool spine = link.bundle || (link.from >= 0 && world.cluster().is_fabric_switch(link.from) &&
+                                       link.to >= 0 && world.cluster().is_fabric_switch(link.to));
+    if (spine) REQUIRE(run.link_bytes[l] == 0);
+  }
+}

@@ -1,0 +1,140 @@
+// The shape of what the algorithms build: rings that visit every rank once
+// and stay on one rail, binary trees that are trees, NCCL-like choices, and
+// runs that repeat exactly.
+#include "fixtures.h"
+#include "sim/collective_sweep.h"
+#include "sim/collectives/binary_tree.h"
+#include "sim/collectives/ring.h"
+#include "sim/collectives/selection.h"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+using test::World;
+
+TEST_CASE("every ring channel is one cycle through every rank, rail-aligned between nodes", "[collectives][ring]") {
+  for (const std::string preset : {"dgx-a100-8node", "h100-8node", "a800-1024"}) {
+    const World world(preset);
+    std::vector<topology::GpuId> gpus;
+    for (int g = 0; g < 64; ++g) gpus.push_back(g);
+    const auto group = world.group(gpus);
+    const auto channels = sim::build_node_channels(world.cluster(), group);
+    REQUIRE(static_cast<int>(channels.size()) == world.cluster().nics_per_node());  // one channel per NIC
+    for (const auto& channel : channels) {
+      const auto hops = sim::ring_hops(channel);
+      REQUIRE(hops.size() == gpus.size());
+      std::set<topology::GpuId> senders, receivers;
+      for (std::size_t i = 0; i < hops.size(); ++i) {
+        senders.insert(hops[i].src);
+        receivers.insert(hops[i].dst);
+        REQUIRE(hops[i].dst == hops[(i + 1) % hops.size()].src);  // a cycle
+        if (world.cluster().node_of(hops[i].src) != world.cluster().node_of(hops[i].dst)) {
+          REQUIRE(world.cluster().rail_of(hops[i].src_nic) == world.cluster().rail_of(hops[i].dst_nic));
+          // The GPU that receives from the network sits next to the NIC.
+          REQUIRE(world.cluster().is_attached(hops[i].dst, hops[i].dst_nic));
+        }
+      }
+      REQUIRE(senders.size() == gpus.size());
+      REQUIRE(receivers.size() == gpus.size());
+    }
+  }
+}
+
+TEST_CASE("binary trees are spanning trees of at most two children", "[collectives][tree]") {
+  for (int m = 1; m <= 130; ++m) {
+    const auto [a, b] = sim::double_binary_tree(m);
+    for (const auto* tree : {&a, &b}) {
+      int roots = 0;
+      for (int p = 0; p < m; ++p) {
+        if (tree->parent[static_cast<std::size_t>(p)] < 0) ++roots;
+        REQUIRE(tree->children(p).size() <= 2);
+        int steps = 0;  // every node reaches the root
+        for (int q = p; tree->parent[static_cast<std::size_t>(q)] >= 0; q = tree->parent[static_cast<std::size_t>(q)]) {
+          REQUIRE(++steps <= m);
+        }
+      }
+      REQUIRE(roots == 1);
+    }
+  }
+}
+
+TEST_CASE("the double binary tree is logarithmically deep and shares its inner nodes out", "[collectives][tree]") {
+  for (int k = 1; k <= 7; ++k) {
+    const int m = 1 << k;
+    const auto [a, b] = sim::double_binary_tree(m);
+    REQUIRE(a.depth() == k);
+    int inner_in_both = 0;
+    for (int p = 0; p < m; ++p) {
+      if (!a.children(p).empty() && !b.children(p).empty()) ++inner_in_both;
+    }
+    // Mirroring turns A's leaves (even positions) into B's inner nodes: at
+    // most one node works as an inner node in both trees.
+    REQUIRE(inner_in_both <= 1);
+  }
+}
+
+TEST_CASE("auto picks what NCCL picks: low-latency protocols for small messages, tree across nodes", "[collectives][selection]") {
+  const World world("dgx-a100-1024");
+  const auto all = world.all();
+  const sim::AlgorithmChooser across(world.context(all), {CollectiveOp::all_reduce, 0});
+  REQUIRE(across.choose(8).algorithm == Algorithm::tree);
+  REQUIRE(across.choose(8).protocol == Protocol::ll);
+  REQUIRE(across.choose(8.0 * (1 << 30)).protocol == Protocol::simple);
+  const auto node = world.group({0, 1, 2, 3, 4, 5, 6, 7});
+  const sim::AlgorithmChooser inside(world.context(node), {CollectiveOp::all_reduce, 0});
+  REQUIRE(inside.choose(1.0 * (1 << 30)).algorithm == Algorithm::ring);
+  const sim::AlgorithmChooser gather(world.context(all), {CollectiveOp::all_gather, 0});
+  REQUIRE(gather.choose(1.0 * (1 << 30)).algorithm == Algorithm::ring);
+  // The chosen candidate is the fastest of those listed.
+  for (double bytes : {8.0, 1e6, 1e9}) {
+    for (const auto& candidate : across.candidates()) {
+      REQUIRE(across.choose(bytes).cost.seconds(bytes) <= candidate.cost.seconds(bytes));
+    }
+  }
+}
+
+TEST_CASE("a pinned algorithm that cannot run the call is refused with the reason", "[collectives][selection]") {
+  const World world("dgx-a100-2node");
+  const auto all = world.all();
+  REQUIRE_THROWS_WITH(sim::AlgorithmChooser(world.context(all), {CollectiveOp::all_gather, 0}, Algorithm::tree),
+                      "tree only implements all_reduce (as in NCCL)");
+  const auto uneven = world.group({0, 1, 2, 8});
+  REQUIRE_THROWS_WITH(
+      sim::AlgorithmChooser(world.context(uneven), {CollectiveOp::all_reduce, 0}, Algorithm::hierarchical),
+      "hier needs the same number of GPUs on every node");
+}
+
+TEST_CASE("bigger messages never finish sooner, and more bandwidth never makes them slower", "[collectives]") {
+  const World a100("dgx-a100-8node");
+  const World h100("h100-8node");
+  double previous = 0;
+  for (double bytes = 1024; bytes <= 4.0 * (1 << 30); bytes *= 16) {
+    const double t = a100.flow_seconds(a100.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, bytes);
+    REQUIRE(t > previous);
+    previous = t;
+  }
+  // Same shape with twice the NIC bandwidth and 1.5x the NVLink bandwidth.
+  const double big = 4.0 * (1 << 30);
+  REQUIRE(h100.flow_seconds(h100.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, big) <
+          a100.flow_seconds(a100.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, big));
+}
+
+TEST_CASE("two runs of a sweep give identical results", "[collectives][determinism]") {
+  const World world("dgx-a100-8node");
+  topology::Router router(world.cluster());
+  sim::CollectiveSweep sweep;
+  sweep.sizes = sim::geometric_sizes(8, 1 << 28, 4);
+  for (CollectiveOp op : all_collective_ops()) {
+    sweep.op = op;
+    const auto first = sim::run_collective_sweep(world.cluster(), router, world.profile(), world.all(), sweep);
+    const auto second = sim::run_collective_sweep(world.cluster(), router, world.profile(), world.all(), sweep);
+    REQUIRE(first.size() == sweep.sizes.size());
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      REQUIRE(first[i].seconds == second[i].seconds);  // bit for bit
+      REQUIRE(first[i].algorithm == second[i].algorithm);
+    }
+  }
+}

@@ -1,0 +1,85 @@
+#include "calib/profile.h"
+#include "fixtures.h"
+#include "topology/json_input.h"
+#include "topology/presets.h"
+
+#include <catch2/catch.hpp>
+
+using shardsim::InputError;
+using shardsim::calib::load_profile;
+using shardsim::calib::parse_profile;
+using shardsim::test::uniform_profile_json;
+using namespace shardsim::workloads;
+
+namespace {
+
+std::string error_for(const nlohmann::json& document) {
+  try {
+    parse_profile(document, "p.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("the bundled datasheet profiles load and cite a source for every entry", "[profile]") {
+  for (const std::string name : {"a100", "a800", "h100", "h200"}) {
+    INFO(name);
+    const auto profile = load_profile(name);
+    for (const auto& link : profile.links) {
+      REQUIRE(link.bandwidth_efficiency > 0.5);
+      REQUIRE(link.bandwidth_efficiency <= 1.0);
+      REQUIRE_FALSE(link.source.empty());
+    }
+    for (CollectiveOp op : all_collective_ops()) {
+      const Algorithm algorithm =
+          op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv ? Algorithm::direct : Algorithm::ring;
+      const auto* params = profile.find(op, algorithm);
+      REQUIRE(params != nullptr);
+      REQUIRE_FALSE(params->source.empty());
+      REQUIRE(profile.find(op, algorithm, Protocol::simple) != nullptr);
+    }
+    REQUIRE(profile.find(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll) != nullptr);
+  }
+}
+
+TEST_CASE("profile numbers are the cited public figures", "[profile]") {
+  // NCCL tuning model: ring Simple base 8.4 us, network hop 14 us; LL128 reaches 0.92.
+  const auto a100 = load_profile("a100");
+  const auto* simple = a100.find(CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple);
+  REQUIRE(simple->base_latency_seconds == Approx(8.4e-6));
+  REQUIRE(simple->hop_latency(shardsim::topology::LinkKind::network) == Approx(14e-6));
+  REQUIRE(a100.find(CollectiveOp::all_reduce, Algorithm::ring, Protocol::ll128)->bandwidth_factor == Approx(0.92));
+  // A100 NVLink: 231.58 GB/s measured busbw over 300 GB/s.
+  REQUIRE(a100.bandwidth_efficiency(shardsim::topology::LinkKind::nvlink) == Approx(231.58 / 300).epsilon(1e-3));
+}
+
+TEST_CASE("a profile missing a field is refused with its path", "[profile]") {
+  auto doc = uniform_profile_json(1e-6);
+  doc["links"]["network"].erase("bandwidth_efficiency");
+  REQUIRE(error_for(doc) == "p.json: links.network.bandwidth_efficiency: missing required field");
+  auto no_latency = uniform_profile_json(1e-6);
+  no_latency["collectives"]["all_reduce"]["ring"]["simple"]["hop_latency_seconds"].erase("pcie");
+  REQUIRE(error_for(no_latency) ==
+          "p.json: collectives.all_reduce.ring.simple.hop_latency_seconds.pcie: missing required field");
+}
+
+TEST_CASE("profile values out of range or in the wrong place are refused", "[profile]") {
+  auto efficiency = uniform_profile_json(1e-6);
+  efficiency["links"]["nvlink"]["bandwidth_efficiency"] = 1.2;
+  REQUIRE_THAT(error_for(efficiency), Catch::Contains("links.nvlink.bandwidth_efficiency: must be a fraction in (0, 1]"));
+  auto protocol = uniform_profile_json(1e-6);
+  protocol["collectives"]["all_reduce"]["ring"]["ll256"] = protocol["collectives"]["all_reduce"]["ring"]["simple"];
+  REQUIRE_THAT(error_for(protocol), Catch::Contains("collectives.all_reduce.ring.ll256: unknown protocol"));
+  auto algorithm = uniform_profile_json(1e-6);
+  algorithm["collectives"]["all_gather"]["tree"] = algorithm["collectives"]["all_reduce"]["tree"];
+  REQUIRE(error_for(algorithm) == "p.json: collectives.all_gather.tree: is not an algorithm of all_gather");
+  auto op = uniform_profile_json(1e-6);
+  op["collectives"]["all_scatter"] = nlohmann::json::object();
+  REQUIRE(error_for(op) == "p.json: collectives.all_scatter: unknown collective");
+  auto negative = uniform_profile_json(1e-6);
+  negative["collectives"]["broadcast"]["ring"]["simple"]["base_latency_seconds"] = -1;
+  REQUIRE_THAT(error_for(negative), Catch::Contains("collectives.broadcast.ring.simple.base_latency_seconds: must be a number >= 0"));
+}

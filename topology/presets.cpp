@@ -1,0 +1,49 @@
+#include "topology/presets.h"
+
+#include "topology/json_input.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#ifndef SHARDSIM_DATA_DIR
+#error "SHARDSIM_DATA_DIR must be defined by the build"
+#endif
+
+namespace shardsim {
+
+namespace fs = std::filesystem;
+
+std::string data_directory() {
+  if (const char* env = std::getenv("SHARDSIM_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return SHARDSIM_DATA_DIR;
+}
+
+std::vector<std::string> list_presets(const std::string& subdirectory) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(data_directory()) / subdirectory, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".json") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string resolve_preset(const std::string& file_or_name, const std::string& subdirectory,
+                           const std::string& what) {
+  std::error_code ec;
+  if (fs::is_regular_file(file_or_name, ec)) return file_or_name;
+  const fs::path preset = fs::path(data_directory()) / subdirectory / (file_or_name + ".json");
+  if (file_or_name.find('/') == std::string::npos && fs::is_regular_file(preset, ec)) {
+    return preset.string();
+  }
+  std::string available;
+  for (const auto& name : list_presets(subdirectory)) available += (available.empty() ? "" : ", ") + name;
+  throw_input_error(file_or_name, "",
+                    "no such " + what + " file or preset (presets: " +
+                        (available.empty() ? "none found in " + data_directory() : available) + ")");
+}
+
+}  // namespace shardsim

@@ -1,0 +1,40 @@
+// The vocabulary of collective communication shared by the Program (a
+// collective op in a rank's DAG), calibration profiles (parameters per
+// collective, algorithm and protocol) and the simulator.
+//
+// Names follow NCCL: the collectives of nccl-tests, NCCL's algorithms (ring,
+// tree) plus the hierarchical scheme training frameworks build from them and
+// the direct point-to-point exchange, and NCCL's three protocols (LL: 8-byte
+// lines with inline flags, lowest latency; LL128: 128-byte lines; Simple:
+// large chunks, full bandwidth).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardsim::workloads {
+
+enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv };
+enum class Algorithm { ring, tree, hierarchical, direct };
+enum class Protocol { ll, ll128, simple };
+
+const std::vector<CollectiveOp>& all_collective_ops();
+const std::vector<Algorithm>& all_algorithms();
+const std::vector<Protocol>& all_protocols();
+
+std::string_view to_string(CollectiveOp op);
+std::string_view to_string(Algorithm algorithm);
+std::string_view to_string(Protocol protocol);
+
+std::optional<CollectiveOp> parse_collective_op(std::string_view name);
+std::optional<Algorithm> parse_algorithm(std::string_view name);
+std::optional<Protocol> parse_protocol(std::string_view name);
+
+// nccl-tests' bus-bandwidth factor for n ranks: busbw = algbw * factor
+// (all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n;
+// broadcast, reduce, send/recv 1).
+double bus_bandwidth_factor(CollectiveOp op, int ranks);
+
+}  // namespace shardsim::workloads
