@@ -18,7 +18,7 @@
 // come from. A protocol missing from an algorithm is not available there.
 #pragma once
 
-#include "topology/cluster.h"
+#include "topology/link_kind.h"
 #include "workloads/collective_kind.h"
 
 #include <nlohmann/json.hpp>

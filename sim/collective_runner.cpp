@@ -18,7 +18,6 @@ namespace {
 // One plan in flight. It owns itself (self) from launch until its last
 // phase ends, so callbacks can hold a plain pointer.
 struct PlanRun {
-  EventEngine& engine;
   FlowNetwork& network;
   std::shared_ptr<const TransferPlan> plan;
   double scale;
@@ -53,7 +52,7 @@ struct PlanRun {
 void run_transfer_plan(EventEngine& engine, FlowNetwork& network, std::shared_ptr<const TransferPlan> plan,
                        double buffer_bytes, std::function<void()> on_done) {
   if (!(buffer_bytes >= 0)) throw std::invalid_argument("negative buffer size");
-  auto run = std::make_shared<PlanRun>(PlanRun{engine, network, std::move(plan), buffer_bytes, std::move(on_done), 0, 0, nullptr});
+  auto run = std::make_shared<PlanRun>(PlanRun{network, std::move(plan), buffer_bytes, std::move(on_done), 0, 0, nullptr});
   run->self = run;
   PlanRun* raw = run.get();
   engine.schedule_after(raw->plan->launch_latency, [raw] { raw->start_phase(); });

@@ -89,6 +89,9 @@ class FlowNetwork {
   std::vector<double> capacity_;
   std::vector<Flow> flows_;
   std::vector<std::vector<FlowId>> link_flows_;  // active flows per link
+  // Marks for "seen in this pass", by epoch so they never need clearing. One
+  // counter serves recompute() and complete_due_flows(): each starts a fresh
+  // epoch, and neither runs inside the other.
   std::vector<std::uint32_t> link_visit_mark_;
   std::uint32_t visit_epoch_ = 0;
 

@@ -77,6 +77,20 @@ inline calib::Profile uniform_profile(double hop_seconds, double message_overhea
   return calib::parse_profile(uniform_profile_json(hop_seconds, message_overhead_seconds), "uniform-profile.json");
 }
 
+// Every (collective, algorithm) pair shardsim implements.
+inline const std::vector<std::pair<workloads::CollectiveOp, workloads::Algorithm>>& implemented_collectives() {
+  using workloads::Algorithm;
+  using workloads::CollectiveOp;
+  static const std::vector<std::pair<CollectiveOp, Algorithm>> pairs = {
+      {CollectiveOp::all_reduce, Algorithm::ring},     {CollectiveOp::all_reduce, Algorithm::tree},
+      {CollectiveOp::all_reduce, Algorithm::hierarchical}, {CollectiveOp::all_gather, Algorithm::ring},
+      {CollectiveOp::reduce_scatter, Algorithm::ring}, {CollectiveOp::broadcast, Algorithm::ring},
+      {CollectiveOp::reduce, Algorithm::ring},         {CollectiveOp::all_to_all, Algorithm::direct},
+      {CollectiveOp::send_recv, Algorithm::direct},
+  };
+  return pairs;
+}
+
 // A cluster with its router and a profile, and the two ways of timing a
 // collective on it.
 class World {

@@ -56,19 +56,6 @@ void require_conserved(const Tally& t) {
   }
 }
 
-struct Case {
-  CollectiveOp op;
-  Algorithm algorithm;
-};
-
-const std::vector<Case> kCases = {
-    {CollectiveOp::all_reduce, Algorithm::ring},     {CollectiveOp::all_reduce, Algorithm::tree},
-    {CollectiveOp::all_reduce, Algorithm::hierarchical}, {CollectiveOp::all_gather, Algorithm::ring},
-    {CollectiveOp::reduce_scatter, Algorithm::ring}, {CollectiveOp::broadcast, Algorithm::ring},
-    {CollectiveOp::reduce, Algorithm::ring},         {CollectiveOp::all_to_all, Algorithm::direct},
-    {CollectiveOp::send_recv, Algorithm::direct},
-};
-
 }  // namespace
 
 TEST_CASE("bytes sent equal bytes received for every collective", "[collectives][conservation]") {
@@ -80,10 +67,10 @@ TEST_CASE("bytes sent equal bytes received for every collective", "[collectives]
     const std::vector<sim::GroupLayout> groups = {world.group(regular),
                                                   world.group({0, 3, 9, 10, 17, 40, 41, 42, 63})};
     for (const auto& group : groups) {
-      for (const Case& c : kCases) {
-        if (!sim::collective_algorithm(c.algorithm).unsupported_reason(c.op, group).empty()) continue;
-        INFO(preset << " " << to_string(c.op) << " " << to_string(c.algorithm) << " on " << group.size() << " ranks");
-        const auto run = world.run(group, c.op, c.algorithm, Protocol::simple, 48.0 * (1 << 20));
+      for (const auto& [op, algorithm] : test::implemented_collectives()) {
+        if (!sim::collective_algorithm(algorithm).unsupported_reason(op, group).empty()) continue;
+        INFO(preset << " " << to_string(op) << " " << to_string(algorithm) << " on " << group.size() << " ranks");
+        const auto run = world.run(group, op, algorithm, Protocol::simple, 48.0 * (1 << 20));
         require_conserved(tally(world, run.link_bytes));
       }
     }

@@ -53,14 +53,6 @@ void require_agreement(const World& world, const sim::GroupLayout& group, Collec
   }
 }
 
-const std::vector<std::pair<CollectiveOp, Algorithm>> kAlgorithms = {
-    {CollectiveOp::all_reduce, Algorithm::ring},     {CollectiveOp::all_reduce, Algorithm::tree},
-    {CollectiveOp::all_reduce, Algorithm::hierarchical}, {CollectiveOp::all_gather, Algorithm::ring},
-    {CollectiveOp::reduce_scatter, Algorithm::ring}, {CollectiveOp::broadcast, Algorithm::ring},
-    {CollectiveOp::reduce, Algorithm::ring},         {CollectiveOp::all_to_all, Algorithm::direct},
-    {CollectiveOp::send_recv, Algorithm::direct},
-};
-
 }  // namespace
 
 TEST_CASE("flow and analytical modes agree within 1% on an uncontended network", "[collectives][analytical]") {
@@ -68,7 +60,7 @@ TEST_CASE("flow and analytical modes agree within 1% on an uncontended network",
   for (const std::string preset : {"dgx-a100-8node", "h100-8node", "a800-1024", "dgx-a100-1024-oversub2"}) {
     const World world(preset);
     for (const auto& group : groups_of(world)) {
-      for (const auto& [op, algorithm] : kAlgorithms) {
+      for (const auto& [op, algorithm] : test::implemented_collectives()) {
         if (!sim::collective_algorithm(algorithm).unsupported_reason(op, group).empty()) continue;
         require_agreement(world, group, op, algorithm, sizes);
       }
@@ -80,7 +72,7 @@ TEST_CASE("flow and analytical modes agree for 1024-GPU rings and trees", "[coll
   for (const std::string preset : {"dgx-a100-1024", "h200-1024"}) {
     const World world(preset);
     const auto all = world.all();
-    for (const auto& [op, algorithm] : kAlgorithms) {
+    for (const auto& [op, algorithm] : test::implemented_collectives()) {
       if (op == CollectiveOp::all_to_all) continue;  // covered on 64 GPUs above; slow here
       require_agreement(world, all, op, algorithm, {8.0, 1.0 * (1 << 30)});
     }

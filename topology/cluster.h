@@ -15,6 +15,7 @@
 #pragma once
 
 #include "topology/cluster_spec.h"
+#include "topology/link_kind.h"
 #include "topology/units.h"
 
 #include <boost/graph/adjacency_list.hpp>
@@ -29,10 +30,6 @@ using NicId = int;   // node * nics_per_node + rail
 using LinkId = int;  // index into Cluster::links()
 
 enum class VertexKind { gpu, nvswitch, pcie_switch, nic, leaf, spine };
-enum class LinkKind { nvlink, pcie, network };
-inline constexpr int kLinkKindCount = 3;
-
-const char* to_string(LinkKind kind);
 
 struct Vertex {
   VertexKind kind = VertexKind::gpu;

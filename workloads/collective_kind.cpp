@@ -16,6 +16,13 @@ std::optional<Enum> lookup(const std::array<std::pair<Enum, std::string_view>, N
 }
 
 template <typename Enum, std::size_t N>
+std::vector<Enum> values_of(const std::array<std::pair<Enum, std::string_view>, N>& names) {
+  std::vector<Enum> values;
+  for (const auto& [value, text] : names) values.push_back(value);
+  return values;
+}
+
+template <typename Enum, std::size_t N>
 std::string_view name_of(const std::array<std::pair<Enum, std::string_view>, N>& names, Enum value) {
   for (const auto& [v, text] : names) {
     if (v == value) return text;
@@ -47,29 +54,17 @@ constexpr std::array<std::pair<Protocol, std::string_view>, 3> kProtocolNames{{
 }  // namespace
 
 const std::vector<CollectiveOp>& all_collective_ops() {
-  static const std::vector<CollectiveOp> ops = [] {
-    std::vector<CollectiveOp> v;
-    for (const auto& [op, name] : kOpNames) v.push_back(op);
-    return v;
-  }();
+  static const std::vector<CollectiveOp> ops = values_of(kOpNames);
   return ops;
 }
 
 const std::vector<Algorithm>& all_algorithms() {
-  static const std::vector<Algorithm> algorithms = [] {
-    std::vector<Algorithm> v;
-    for (const auto& [a, name] : kAlgorithmNames) v.push_back(a);
-    return v;
-  }();
+  static const std::vector<Algorithm> algorithms = values_of(kAlgorithmNames);
   return algorithms;
 }
 
 const std::vector<Protocol>& all_protocols() {
-  static const std::vector<Protocol> protocols = [] {
-    std::vector<Protocol> v;
-    for (const auto& [p, name] : kProtocolNames) v.push_back(p);
-    return v;
-  }();
+  static const std::vector<Protocol> protocols = values_of(kProtocolNames);
   return protocols;
 }
 

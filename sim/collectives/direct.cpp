@@ -1,6 +1,6 @@
 #include "sim/collectives/direct.h"
 
-#include "sim/collectives/estimate_support.h"
+#include "sim/collectives/cost_model.h"
 
 #include <algorithm>
 #include <map>

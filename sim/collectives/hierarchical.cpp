@@ -1,6 +1,6 @@
 #include "sim/collectives/hierarchical.h"
 
-#include "sim/collectives/estimate_support.h"
+#include "sim/collectives/cost_model.h"
 #include "sim/collectives/ring.h"
 
 #include <algorithm>

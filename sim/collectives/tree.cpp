@@ -1,7 +1,7 @@
 #include "sim/collectives/tree.h"
 
 #include "sim/collectives/binary_tree.h"
-#include "sim/collectives/estimate_support.h"
+#include "sim/collectives/cost_model.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-// What the alpha-beta estimates of the collective algorithms share: the
+// The closed-form cost model the collective algorithms share: the
 // achievable speed of each kind of link, the latency of a hop, and the load a
 // set of hops puts on the busiest link, all as closed forms over the cluster
-// spec and the profile. No routes, no flows: the estimates are an independent
-// second model, and agreeing with the flow network where nothing contends is
-// a check on both.
+// spec and the profile. No routes, no flows: it is an independent second
+// model, and agreeing with the flow network where nothing contends is a check
+// on both.
 #pragma once
 
 #include "calib/profile.h"

@@ -1,4 +1,4 @@
-#include "sim/collectives/estimate_support.h"
+#include "sim/collectives/cost_model.h"
 
 #include <algorithm>
 
