@@ -100,6 +100,20 @@ void MaxMinSolver::solve(std::span<const std::span<const LinkUse>> flows, std::s
     }
   }
 
+  // Rounding can leave a link's weight as dust while a flow on it is still
+  // unfixed. Such a flow takes what its tightest link has left, but at least
+  // the last level reached, so that it always makes progress.
+  if (unfixed > 0) {
+    for (std::uint32_t f = 0; f < flows.size(); ++f) {
+      if (fixed_[f] || flows[f].empty()) continue;
+      double rate = std::numeric_limits<double>::infinity();
+      for (const LinkUse& use : flows[f]) {
+        rate = std::min(rate, links_[static_cast<std::size_t>(use.link)].residual / use.weight);
+      }
+      rates[f] = std::max(floor, rate);
+    }
+  }
+
   // Leave the scratch table clean for the next call.
   for (std::uint32_t l : touched_) links_[l] = LinkState{};
 }
