@@ -86,6 +86,13 @@ TEST_CASE("the main job runs on the bundled defaults", "[cli]") {
   REQUIRE_THAT(r.out, Catch::Contains("# Avg bus bandwidth"));
 }
 
+TEST_CASE("any set of GPUs can form the group", "[cli]") {
+  const Scratch scratch;
+  const Result r = run(scratch, "collective --cluster dgx-a100-8node --ranks 0,3,8-11,63 -b 1M -e 1M");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.out, Catch::Contains("# group 0,3,8-11,63: 7 ranks on 3 nodes"));
+}
+
 TEST_CASE("two runs print byte-identical output and CSV", "[cli][determinism]") {
   const Scratch scratch;
   const std::string args = "collective --cluster dgx-a100-8node --op all -b 8 -e 64M -f 8 --csv ";
@@ -148,6 +155,9 @@ TEST_CASE("bad command lines exit with 2 and say what is wrong", "[cli][errors]"
       {"collective --profile no-such-profile", "no-such-profile: no such profile file or preset"},
       {"collective --op all_gather --algo tree", "tree only implements all_reduce"},
       {"collective --op broadcast --root 4096", "root 4096 is not a rank of the group"},
+      {"collective --ranks 0,2000", "GPU 2000 is outside the cluster (1024 GPUs)"},
+      {"collective --ranks 0,1,1", "GPU 1 appears twice in the group"},
+      {"collective --ranks 3-a", "--ranks: '3-a' is not a list of GPU indices and ranges"},
       {"frobnicate", "frobnicate"},
   };
   for (const auto& c : cases) {

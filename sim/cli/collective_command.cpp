@@ -24,6 +24,7 @@ struct CollectiveOptions {
   std::string op = "all_reduce";
   int gpus = 0;
   std::string group = "all";
+  std::string ranks;  // explicit GPU list, overrides group and gpus
   std::string min_bytes = "8";
   std::string max_bytes = "8G";
   long long step_factor = 2;
@@ -58,6 +59,36 @@ long long parse_size(const std::string& option, const std::string& text) {
   return std::stoll(text.substr(0, digits)) * multiplier;
 }
 
+// "0,3,8-15": GPUs by index, ranges inclusive; rank i is the i-th listed.
+std::vector<topology::GpuId> parse_ranks(const std::string& text) {
+  std::vector<topology::GpuId> gpus;
+  std::size_t at = 0;
+  auto fail = [&] {
+    throw std::invalid_argument("--ranks: '" + text + "' is not a list of GPU indices and ranges (example: 0,3,8-15)");
+  };
+  auto number = [&] {
+    std::size_t end = at;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end == at || end - at > 9) fail();
+    const int value = std::stoi(text.substr(at, end - at));
+    at = end;
+    return value;
+  };
+  while (at < text.size()) {
+    const int first = number();
+    int last = first;
+    if (at < text.size() && text[at] == '-') {
+      ++at;
+      last = number();
+      if (last < first || last - first > 1'000'000) fail();
+    }
+    for (int g = first; g <= last; ++g) gpus.push_back(g);
+    if (at < text.size() && text[at++] != ',') fail();
+  }
+  if (gpus.empty()) fail();
+  return gpus;
+}
+
 sim::GroupLayout make_group(const topology::Cluster& cluster, const std::string& shape, int gpus) {
   const int available = shape == "intra" ? cluster.gpus_per_node() : shape == "inter" ? cluster.nodes()
                                                                                         : cluster.gpu_count();
@@ -87,7 +118,8 @@ int run_collective(const CollectiveOptions& options) {
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
   const calib::Profile profile = calib::load_profile(options.profile.empty() ? spec.profile : options.profile);
-  const sim::GroupLayout group = make_group(cluster, options.group, options.gpus);
+  const sim::GroupLayout group = options.ranks.empty() ? make_group(cluster, options.group, options.gpus)
+                                                      : sim::make_group_layout(cluster, parse_ranks(options.ranks));
 
   std::vector<workloads::CollectiveOp> ops;
   if (options.op == "all") {
@@ -110,7 +142,8 @@ int run_collective(const CollectiveOptions& options) {
 
   std::cout << "# shardsim collective: cluster " << spec.name << " (" << cluster.gpu_count() << " GPUs), profile "
             << profile.name << "\n"
-            << "# group " << options.group << ": " << group.size() << " ranks on " << group.node_count()
+            << "# group " << (options.ranks.empty() ? options.group : options.ranks) << ": " << group.size()
+            << " ranks on " << group.node_count()
             << " nodes; network " << options.network << "; algo " << options.algo << "; proto " << options.proto
             << "\n";
 
@@ -159,6 +192,8 @@ void add_collective_command(CLI::App& app, int& exit_code) {
                       "Group shape: intra (GPUs of one node), inter (GPU 0 of each node), all (GPUs 0..N-1)")
       ->check(CLI::IsMember({"intra", "inter", "all"}))
       ->capture_default_str();
+  command->add_option("--ranks", options->ranks,
+                      "Any group: GPU indices and ranges, rank i on the i-th listed (e.g. 0,3,8-15); overrides --group");
   command->add_option("-b,--min-bytes", options->min_bytes, "Smallest size, bytes")->capture_default_str();
   command->add_option("-e,--max-bytes", options->max_bytes, "Largest size, bytes")->capture_default_str();
   command->add_option("-f,--step-factor", options->step_factor, "Multiply the size by this between rows")
