@@ -6,9 +6,11 @@
 #include "sim/collectives/binary_tree.h"
 #include "sim/collectives/ring.h"
 #include "sim/collectives/selection.h"
+#include "topology/presets.h"
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <set>
 
 using namespace shardsim;
@@ -137,4 +139,23 @@ TEST_CASE("two runs of a sweep give identical results", "[collectives][determini
       REQUIRE(first[i].algorithm == second[i].algorithm);
     }
   }
+}
+
+TEST_CASE("hash ECMP collisions never beat an even split", "[collectives][routing]") {
+  // Spreading every flow evenly over the spines balances the uplinks of a
+  // symmetric all-to-all perfectly; pinning flows to hashed paths can only
+  // pile some of them onto the same uplink.
+  auto doc = nlohmann::json::parse(std::ifstream(shardsim::data_directory() + "/topology/clusters/dgx-a100-8node.json"));
+  const World split(topology::parse_cluster_spec(doc, "split.json"), calib::load_profile("a100"));
+  doc["fabric"]["ecmp"] = "hash";
+  const World hash(topology::parse_cluster_spec(doc, "hash.json"), calib::load_profile("a100"));
+  const double bytes = 1.0 * (1 << 30);
+  const double even = split.flow_seconds(split.all(), CollectiveOp::all_to_all, Algorithm::direct, Protocol::simple, bytes);
+  const double hashed = hash.flow_seconds(hash.all(), CollectiveOp::all_to_all, Algorithm::direct, Protocol::simple, bytes);
+  REQUIRE(hashed >= even);
+  // A ring stays on its rail's leaves and spines it crosses alike, so the
+  // routing mode hardly matters to it.
+  const double ring_split = split.flow_seconds(split.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, bytes);
+  const double ring_hash = hash.flow_seconds(hash.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, bytes);
+  REQUIRE(ring_hash == Approx(ring_split).epsilon(0.01));
 }

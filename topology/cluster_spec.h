@@ -8,9 +8,11 @@
 //
 // Fabric: with `rail_optimized`, NIC r of every node goes to a leaf of rail r
 // (`nodes_per_leaf` nodes per leaf and rail); otherwise all NICs of a node go
-// to the same leaf. Every leaf connects to every spine; a leaf's uplink
+// to the same leaf. Every leaf has one link to every spine; a leaf's uplink
 // capacity is its downlink capacity divided by `oversubscription`, spread
-// evenly over the spines. `ecmp` says how a flow uses equal-cost spine paths:
+// evenly over the spines. As in a real fabric, choose as many spines as a leaf
+// has uplink ports, so that each leaf-spine link runs at port speed: it
+// matters for "hash" ECMP, where a flow is held to the one link it hashes to. `ecmp` says how a flow uses equal-cost spine paths:
 // "split" spreads it evenly (adaptive routing, packet spraying), "hash" pins
 // it to one path chosen by a deterministic hash (static ECMP, collisions and all).
 //
@@ -21,7 +23,7 @@
 //             "nics": 8, "nic_bits_per_second": 200e9, "pcie_switches": 4,
 //             "pcie_bidirectional_bytes_per_second": 64e9, "pcie_latency_seconds": 0},
 //    "fabric": {"rail_optimized": true, "nodes_per_leaf": 16, "spines": 16,
-//               "oversubscription": 1, "switch_latency_seconds": 130e-9, "ecmp": "split"},
+//               "oversubscription": 1, "switch_latency_seconds": 150e-9, "ecmp": "split"},
 //    "sources": ["..."]}
 #pragma once
 
