@@ -111,6 +111,14 @@ std::int64_t JsonObjectReader::positive_integer(const std::string& key) {
   return v.get<std::int64_t>();
 }
 
+std::int64_t JsonObjectReader::non_negative_integer(const std::string& key) {
+  const auto& v = require(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+    fail(key, "must be a non-negative integer, got " + describe(v));
+  }
+  return v.get<std::int64_t>();
+}
+
 std::vector<std::string> JsonObjectReader::string_list(const std::string& key) {
   const auto& v = require(key);
   if (!v.is_array()) fail(key, "must be a list of strings, got " + describe(v));

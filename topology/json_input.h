@@ -43,6 +43,7 @@ class JsonObjectReader {
   double non_negative_number(const std::string& key);
   double number_at_least(const std::string& key, double minimum);
   std::int64_t positive_integer(const std::string& key);
+  std::int64_t non_negative_integer(const std::string& key);
   std::vector<std::string> string_list(const std::string& key);
   JsonObjectReader object(const std::string& key);
   // One of `allowed`, e.g. "split" | "hash".

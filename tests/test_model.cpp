@@ -1,0 +1,101 @@
+#include "topology/json_input.h"
+#include "workloads/hf_config.h"
+#include "workloads/model.h"
+
+#include <catch2/catch.hpp>
+
+using namespace shardsim::workloads;
+using shardsim::InputError;
+
+namespace {
+
+std::int64_t total(const std::string& preset) { return count_parameters(load_model(preset)).total(); }
+
+// Fields as they appear in the released config.json files.
+const nlohmann::json kLlama7bConfig = {
+    {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 4096},
+    {"intermediate_size", 11008}, {"num_attention_heads", 32}, {"num_hidden_layers", 32},
+    {"max_position_embeddings", 2048}, {"rms_norm_eps", 1e-6}, {"vocab_size", 32000},
+    {"tie_word_embeddings", false}, {"torch_dtype", "float16"}, {"bos_token_id", 1}};
+
+const nlohmann::json kMixtralConfig = {
+    {"model_type", "mixtral"}, {"hidden_size", 4096}, {"intermediate_size", 14336}, {"num_attention_heads", 32},
+    {"num_key_value_heads", 8}, {"num_hidden_layers", 32}, {"max_position_embeddings", 32768}, {"vocab_size", 32000},
+    {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"tie_word_embeddings", false}, {"rope_theta", 1e6}};
+
+const nlohmann::json kDeepSeekV3Config = {
+    {"model_type", "deepseek_v3"}, {"hidden_size", 7168}, {"intermediate_size", 18432}, {"moe_intermediate_size", 2048},
+    {"num_attention_heads", 128}, {"num_key_value_heads", 128}, {"num_hidden_layers", 61}, {"vocab_size", 129280},
+    {"max_position_embeddings", 163840}, {"n_routed_experts", 256}, {"n_shared_experts", 1},
+    {"num_experts_per_tok", 8}, {"first_k_dense_replace", 3}, {"q_lora_rank", 1536}, {"kv_lora_rank", 512},
+    {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64}, {"v_head_dim", 128}, {"tie_word_embeddings", false}};
+
+}  // namespace
+
+TEST_CASE("preset parameter counts are the published ones", "[model]") {
+  // LLaMA: 4h^2 attention + 3 h ffn MLP + 2h norms per layer, untied
+  // embeddings of 32000 x h, a final norm. 6.74B, 13.0B, 32.5B, 65.2B.
+  REQUIRE(total("llama-7b") == 6'738'415'616);
+  REQUIRE(total("llama-13b") == 13'015'864'320);
+  REQUIRE(total("llama-30b") == 32'528'943'616);
+  REQUIRE(total("llama-65b") == 65'285'660'672);
+  // LLaMA-2-70B: grouped-query attention, 8 key-value heads: 69.0B.
+  REQUIRE(total("llama2-70b") == 68'976'648'192);
+  // GPT-3: (12h^2 + 13h) per layer, 50257 x h tied embedding and 2048 x h
+  // learned positions, a final LayerNorm: 174.6B ("175B").
+  REQUIRE(total("gpt3-175b") == 174'604'259'328);
+  // ZeroPP shapes: 12 h^2 L + 13 h L dominate.
+  const auto small = load_model("gpt-48l-5120h");
+  REQUIRE(total("gpt-48l-5120h") == 48 * (12 * 5120LL * 5120 + 13 * 5120) + 50257LL * 5120 + 2048 * 5120 + 2 * 5120);
+  REQUIRE(small.heads == 40);
+}
+
+TEST_CASE("a transformers LLaMA config imports to the same model", "[model][hf]") {
+  const ModelSpec model = parse_hf_config(kLlama7bConfig, "llama-7b/config.json");
+  REQUIRE(count_parameters(model).total() == 6'738'415'616);
+  REQUIRE(model.kv_heads == 32);   // missing num_key_value_heads: = heads
+  REQUIRE(model.head_dim == 128);  // missing head_dim: hidden / heads
+  REQUIRE(model.mlp == MlpKind::swiglu);
+}
+
+TEST_CASE("MoE and MLA configs import with their published sizes", "[model][hf]") {
+  // Mixtral 8x7B: 46.7B parameters.
+  const ModelSpec mixtral = parse_hf_config(kMixtralConfig, "mixtral/config.json");
+  REQUIRE(mixtral.has_moe);
+  REQUIRE(mixtral.moe.expert_ffn_hidden == 14336);  // no moe_intermediate_size: experts use intermediate_size
+  REQUIRE(count_parameters(mixtral).total() == 46'702'792'704);
+  // DeepSeek-V3: 671B without its multi-token-prediction module.
+  const ModelSpec v3 = parse_hf_config(kDeepSeekV3Config, "deepseek-v3/config.json");
+  REQUIRE(v3.has_mla);
+  REQUIRE(v3.moe.shared_experts == 1);
+  REQUIRE_FALSE(v3.moe_layer(2));
+  REQUIRE(v3.moe_layer(3));
+  REQUIRE(static_cast<double>(count_parameters(v3).total()) == Approx(671e9).epsilon(1e-3));
+}
+
+TEST_CASE("bad model inputs are refused naming the file and field", "[model]") {
+  auto zero_layers = kLlama7bConfig;
+  zero_layers["num_hidden_layers"] = 0;
+  REQUIRE_THROWS_WITH(parse_hf_config(zero_layers, "c.json"), "c.json: layers: a model needs at least one layer, got 0");
+  auto unknown = kLlama7bConfig;
+  unknown["model_type"] = "mamba";
+  REQUIRE_THROWS_WITH(parse_hf_config(unknown, "c.json"), Catch::StartsWith("c.json: model_type: 'mamba' is not a family"));
+  auto gqa = kLlama7bConfig;
+  gqa["num_key_value_heads"] = 5;
+  REQUIRE_THROWS_WITH(parse_hf_config(gqa, "c.json"), "c.json: kv_heads: must divide heads (32), got 5");
+  auto typed = kLlama7bConfig;
+  typed["hidden_size"] = "4096";
+  REQUIRE_THROWS_WITH(parse_hf_config(typed, "c.json"), "c.json: hidden_size: must be a non-negative integer, got \"4096\"");
+
+  auto spec = nlohmann::json::parse(R"({"name": "m", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 4,
+      "head_dim": 16, "ffn_hidden": 256, "vocab": 1000, "max_positions": 128, "mlp": "swiglu", "norm": "rmsnorm",
+      "positions": "rotary", "linear_biases": false, "tied_embeddings": true, "sources": []})");
+  REQUIRE(count_parameters(parse_model_spec(spec, "m.json")).total() ==
+          2 * (4 * 64 * 64 + 3 * 64 * 256 + 2 * 64) + 1000 * 64 + 64);
+  spec["layers"] = 0;
+  REQUIRE_THROWS_WITH(parse_model_spec(spec, "m.json"), "m.json: layers: must be a positive integer, got 0");
+  spec["layers"] = 2;
+  spec["dropout"] = 0.1;
+  REQUIRE_THROWS_WITH(parse_model_spec(spec, "m.json"), "m.json: dropout: unknown field");
+  REQUIRE_THROWS_WITH(load_model("no-such-model"), Catch::Contains("no such model file or preset"));
+}

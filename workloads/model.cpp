@@ -1,0 +1,160 @@
+#include "workloads/model.h"
+
+#include "topology/json_input.h"
+#include "topology/presets.h"
+#include "workloads/hf_config.h"
+
+namespace shardsim::workloads {
+
+std::int64_t norm_parameters(const ModelSpec& model) {
+  return model.norm == NormKind::layernorm ? 2 * model.hidden : model.hidden;
+}
+
+std::int64_t attention_parameters(const ModelSpec& model) {
+  const std::int64_t h = model.hidden;
+  if (model.has_mla) {
+    const MlaSpec& m = model.mla;
+    const std::int64_t qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    // Queries through a rank-q_lora bottleneck (with its norm), or directly.
+    const std::int64_t q = m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * model.heads * qk_head
+                                             : h * model.heads * qk_head;
+    // Keys and values from a shared rank-kv_lora latent (with its norm) plus a
+    // decoupled rotary key shared by the heads.
+    const std::int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+                            m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim);
+    const std::int64_t out = model.heads * m.v_head_dim * h;
+    return q + kv + out;
+  }
+  const std::int64_t q = model.heads * model.head_dim;
+  const std::int64_t kv = model.kv_heads * model.head_dim;
+  std::int64_t parameters = h * (q + 2 * kv) + q * h;
+  if (model.linear_biases) parameters += q + 2 * kv + h;
+  return parameters;
+}
+
+namespace {
+
+std::int64_t ffn_parameters(const ModelSpec& model, std::int64_t ffn) {
+  const std::int64_t matrices = model.mlp == MlpKind::swiglu ? 3 : 2;
+  std::int64_t parameters = matrices * model.hidden * ffn;
+  if (model.linear_biases) parameters += (matrices - 1) * ffn + model.hidden;
+  return parameters;
+}
+
+}  // namespace
+
+std::int64_t mlp_parameters(const ModelSpec& model, int layer) {
+  if (!model.moe_layer(layer)) return ffn_parameters(model, model.ffn_hidden);
+  const MoeSpec& moe = model.moe;
+  return model.hidden * moe.experts  // router
+         + moe.experts * ffn_parameters(model, moe.expert_ffn_hidden) +
+         moe.shared_experts * ffn_parameters(model, moe.shared_expert_ffn_hidden);
+}
+
+ParameterCount count_parameters(const ModelSpec& model) {
+  ParameterCount count;
+  count.embedding = model.vocab * model.hidden;
+  if (model.positions == PositionKind::learned) count.embedding += model.max_positions * model.hidden;
+  count.lm_head = model.tied_embeddings ? 0 : model.vocab * model.hidden;
+  count.final_norm = norm_parameters(model);
+  for (int layer = 0; layer < model.layers; ++layer) {
+    count.attention += attention_parameters(model);
+    count.mlp += mlp_parameters(model, layer);
+    count.layer_norms += 2 * norm_parameters(model);
+  }
+  return count;
+}
+
+void validate_model(const ModelSpec& model, const std::string& file) {
+  auto fail = [&](const std::string& field, const std::string& what) { throw_input_error(file, field, what); };
+  if (model.layers < 1) fail("layers", "a model needs at least one layer, got " + std::to_string(model.layers));
+  if (model.hidden < 1) fail("hidden", "must be positive");
+  if (model.heads < 1) fail("heads", "must be positive");
+  if (model.kv_heads < 1 || model.heads % model.kv_heads != 0) {
+    fail("kv_heads", "must divide heads (" + std::to_string(model.heads) + "), got " + std::to_string(model.kv_heads));
+  }
+  if (!model.has_mla && model.head_dim < 1) fail("head_dim", "must be positive");
+  if (model.ffn_hidden < 1) fail("ffn_hidden", "must be positive");
+  if (model.vocab < 1) fail("vocab", "must be positive");
+  if (model.max_positions < 1) fail("max_positions", "must be positive");
+  if (model.has_moe) {
+    const MoeSpec& moe = model.moe;
+    if (moe.experts < 1) fail("moe.experts", "must be positive");
+    if (moe.experts_per_token < 1 || moe.experts_per_token > moe.experts) {
+      fail("moe.experts_per_token", "must be between 1 and the number of experts (" + std::to_string(moe.experts) + ")");
+    }
+    if (moe.expert_ffn_hidden < 1) fail("moe.expert_ffn_hidden", "must be positive");
+    if (moe.shared_experts > 0 && moe.shared_expert_ffn_hidden < 1) {
+      fail("moe.shared_expert_ffn_hidden", "must be positive when there are shared experts");
+    }
+    if (moe.first_dense_layers > model.layers) fail("moe.first_dense_layers", "exceeds the number of layers");
+  }
+  if (model.has_mla && (model.mla.kv_lora_rank < 1 || model.mla.v_head_dim < 1 ||
+                        model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim < 1)) {
+    fail("mla", "kv_lora_rank, v_head_dim and the query/key head dims must be positive");
+  }
+}
+
+namespace {
+
+int positive_int(JsonObjectReader& reader, const std::string& key) {
+  const auto value = reader.positive_integer(key);
+  if (value > (1 << 30)) reader.fail(key, "is implausibly large");
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+ModelSpec parse_model_spec(const nlohmann::json& document, const std::string& file) {
+  JsonObjectReader reader(document, file);
+  ModelSpec model;
+  model.name = reader.string("name");
+  model.layers = positive_int(reader, "layers");
+  model.hidden = reader.positive_integer("hidden");
+  model.heads = positive_int(reader, "heads");
+  model.kv_heads = positive_int(reader, "kv_heads");
+  model.head_dim = reader.positive_integer("head_dim");
+  model.ffn_hidden = reader.positive_integer("ffn_hidden");
+  model.vocab = reader.positive_integer("vocab");
+  model.max_positions = reader.positive_integer("max_positions");
+  model.mlp = reader.choice("mlp", {"swiglu", "gelu"}) == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
+  model.norm = reader.choice("norm", {"rmsnorm", "layernorm"}) == "rmsnorm" ? NormKind::rmsnorm : NormKind::layernorm;
+  model.positions =
+      reader.choice("positions", {"rotary", "learned"}) == "rotary" ? PositionKind::rotary : PositionKind::learned;
+  model.linear_biases = reader.boolean("linear_biases");
+  model.tied_embeddings = reader.boolean("tied_embeddings");
+  if (reader.has("moe")) {
+    auto moe = reader.object("moe");
+    model.has_moe = true;
+    model.moe.experts = positive_int(moe, "experts");
+    model.moe.experts_per_token = positive_int(moe, "experts_per_token");
+    model.moe.expert_ffn_hidden = moe.positive_integer("expert_ffn_hidden");
+    model.moe.shared_experts = static_cast<int>(moe.non_negative_integer("shared_experts"));
+    model.moe.shared_expert_ffn_hidden = moe.non_negative_integer("shared_expert_ffn_hidden");
+    model.moe.first_dense_layers = static_cast<int>(moe.non_negative_integer("first_dense_layers"));
+    moe.finish();
+  }
+  if (reader.has("mla")) {
+    auto mla = reader.object("mla");
+    model.has_mla = true;
+    model.mla.q_lora_rank = mla.non_negative_integer("q_lora_rank");
+    model.mla.kv_lora_rank = mla.positive_integer("kv_lora_rank");
+    model.mla.qk_nope_head_dim = mla.positive_integer("qk_nope_head_dim");
+    model.mla.qk_rope_head_dim = mla.positive_integer("qk_rope_head_dim");
+    model.mla.v_head_dim = mla.positive_integer("v_head_dim");
+    mla.finish();
+  }
+  model.sources = reader.string_list("sources");
+  reader.finish();
+  validate_model(model, file);
+  return model;
+}
+
+ModelSpec load_model(const std::string& file_or_preset) {
+  const std::string file = resolve_preset(file_or_preset, "workloads/models", "model");
+  const nlohmann::json document = load_json_file(file);
+  if (document.is_object() && document.contains("model_type")) return parse_hf_config(document, file);
+  return parse_model_spec(document, file);
+}
+
+}  // namespace shardsim::workloads

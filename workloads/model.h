@@ -1,0 +1,103 @@
+// ModelSpec: a decoder-only transformer, as much of it as a training step
+// needs (shapes, hence parameters, FLOPs, activations).
+//
+// Files: the strict shardsim format (workloads/models/*.json, every key
+// required, `moe` and `mla` optional) or a Hugging Face config.json
+// (hf_config.h), which load_model() tells apart by its "model_type".
+//
+//   {"name": "llama-7b", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 32,
+//    "head_dim": 128, "ffn_hidden": 11008, "vocab": 32000, "max_positions": 2048,
+//    "mlp": "swiglu", "norm": "rmsnorm", "positions": "rotary",
+//    "linear_biases": false, "tied_embeddings": false, "sources": ["..."]}
+//
+// mlp: "swiglu" (gate, up and down projections; LLaMA) or "gelu" (up and
+// down; GPT). norm: "rmsnorm" (a weight) or "layernorm" (weight and bias).
+// positions: "rotary" (no parameters) or "learned" (max_positions x hidden).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardsim::workloads {
+
+enum class MlpKind { gelu, swiglu };
+enum class NormKind { layernorm, rmsnorm };
+enum class PositionKind { rotary, learned };
+
+// Mixture of experts: `experts` routed experts of `expert_ffn_hidden`, of
+// which each token uses `experts_per_token`, plus always-active shared
+// experts; the first `first_dense_layers` layers keep a dense MLP.
+struct MoeSpec {
+  int experts = 0;
+  int experts_per_token = 0;
+  std::int64_t expert_ffn_hidden = 0;
+  int shared_experts = 0;
+  std::int64_t shared_expert_ffn_hidden = 0;
+  int first_dense_layers = 0;
+};
+
+// Multi-head latent attention (DeepSeek): queries and keys/values go through
+// low-rank projections; q_lora_rank 0 means queries are projected directly.
+struct MlaSpec {
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+};
+
+struct ModelSpec {
+  std::string name;
+  int layers = 0;
+  std::int64_t hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t ffn_hidden = 0;
+  std::int64_t vocab = 0;
+  std::int64_t max_positions = 0;
+  MlpKind mlp = MlpKind::swiglu;
+  NormKind norm = NormKind::rmsnorm;
+  PositionKind positions = PositionKind::rotary;
+  bool linear_biases = false;
+  bool tied_embeddings = false;
+  bool has_moe = false;
+  MoeSpec moe;
+  bool has_mla = false;
+  MlaSpec mla;
+  std::vector<std::string> sources;
+
+  bool moe_layer(int layer) const { return has_moe && layer >= moe.first_dense_layers; }
+};
+
+// Parameter counts, in parameters (not bytes).
+struct ParameterCount {
+  std::int64_t embedding = 0;     // token (and learned position) embeddings
+  std::int64_t lm_head = 0;       // 0 when tied to the embedding
+  std::int64_t final_norm = 0;
+  std::int64_t attention = 0;     // all layers
+  std::int64_t mlp = 0;           // all layers: dense MLPs, experts, routers
+  std::int64_t layer_norms = 0;   // all layers
+  std::int64_t total() const { return embedding + lm_head + final_norm + attention + mlp + layer_norms; }
+};
+
+std::int64_t attention_parameters(const ModelSpec& model);       // one layer
+std::int64_t mlp_parameters(const ModelSpec& model, int layer);  // one layer, routed experts included
+std::int64_t norm_parameters(const ModelSpec& model);            // one norm
+ParameterCount count_parameters(const ModelSpec& model);
+
+// Checks shapes (positive sizes, heads dividing hidden where head_dim is not
+// given, kv_heads dividing heads, MoE fields consistent); throws InputError
+// naming `file` and the field.
+void validate_model(const ModelSpec& model, const std::string& file);
+
+ModelSpec parse_model_spec(const nlohmann::json& document, const std::string& file);
+
+// A path to a shardsim model file or an HF config.json, or a bundled preset
+// name (workloads/models/<name>.json).
+ModelSpec load_model(const std::string& file_or_preset);
+
+}  // namespace shardsim::workloads
