@@ -24,6 +24,7 @@ inline nlohmann::json cluster_json(int nodes = 2, int gpus = 8, int nics = 8) {
       {"nodes", nodes},
       {"node",
        {{"gpu", "test-gpu"},
+        {"gpu_memory_bytes", 80.0 * (1LL << 30)},
         {"gpus", gpus},
         {"nvlink_bidirectional_bytes_per_second", 600e9},
         {"nvlink_latency_seconds", 0},

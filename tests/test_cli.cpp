@@ -68,7 +68,7 @@ std::string cluster_file(const Scratch& scratch, const nlohmann::json& document)
 
 TEST_CASE("help shows an example for the program and every command", "[cli]") {
   const Scratch scratch;
-  for (const std::string command : {"", "collective", "bench", "presets"}) {
+  for (const std::string command : {"", "collective", "memory", "bench", "presets"}) {
     const Result r = run(scratch, command + " --help");
     INFO(command);
     REQUIRE(r.exit_code == 0);
@@ -176,6 +176,48 @@ TEST_CASE("a profile missing a field exits with 2 naming the field", "[cli][erro
   const Result r = run(scratch, "collective --cluster dgx-a100-2node --profile " + file + " --algo tree");
   REQUIRE(r.exit_code == 2);
   REQUIRE_THAT(r.err, Catch::Contains(file + ": collectives.all_reduce.tree: missing"));
+}
+
+TEST_CASE("memory answers as a table or as one JSON object", "[cli][memory]") {
+  const Scratch scratch;
+  const Result table = run(scratch, "memory --cluster a800-1024 --model llama-13b --plan amsp-llama13b --gpus 64");
+  REQUIRE(table.exit_code == 0);
+  REQUIRE_THAT(table.out, Catch::Contains("# plan amsp-llama13b (amsp): f_P 4, f_G 4, f_OS 8"));
+  REQUIRE_THAT(table.out, Catch::Contains("16 micro-batches per step"));
+  const Result json = run(scratch, "memory --model llama-7b --plan zero1 --gpus 8 --json");
+  REQUIRE(json.exit_code == 0);
+  const auto answer = nlohmann::json::parse(json.out);
+  // ZeRO-1 on 8 GPUs: (4 + 12/8) bytes per parameter of model states.
+  const double psi = answer["parameters"].get<double>();
+  const auto& bytes = answer["bytes"];
+  REQUIRE(bytes["parameters"].get<double>() + bytes["gradients"].get<double>() + bytes["optimizer_states"].get<double>() ==
+          Approx(5.5 * psi));
+  REQUIRE(answer["fits"].get<bool>() == (answer["total_bytes"].get<double>() <= answer["gpu_memory_bytes"].get<double>()));
+  REQUIRE(answer["gradient_accumulation_steps"] == 128);
+}
+
+TEST_CASE("bad memory questions exit with 2 and say why", "[cli][errors][memory]") {
+  const Scratch scratch;
+  const std::string zero_layers = scratch.write("tiny.json", R"({"name": "tiny", "layers": 0, "hidden": 64,
+      "heads": 4, "kv_heads": 4, "head_dim": 16, "ffn_hidden": 256, "vocab": 1000, "max_positions": 128,
+      "mlp": "swiglu", "norm": "rmsnorm", "positions": "rotary", "linear_biases": false, "tied_embeddings": true,
+      "sources": []})");
+  struct BadCase {
+    std::string arguments, message;
+  };
+  const std::vector<BadCase> cases = {
+      {"memory --plan mics-8 --gpus 12", "factors.parameters: 8 does not divide the 12 data-parallel GPUs"},
+      {"memory --plan zero1 --gpus 3", "global_batch: 1024 sequences is not a multiple of micro-batch 1 x 3"},
+      {"memory --model " + zero_layers, zero_layers + ": layers: must be a positive integer, got 0"},
+      {"memory --plan no-such-plan", "no-such-plan: no such plan file or preset"},
+      {"memory --gpus 5000", "--gpus 5000: cluster dgx-a100-1024 has 1 to 1024 GPUs"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.arguments);
+    const Result r = run(scratch, c.arguments);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE_THAT(r.err, Catch::Contains(c.message));
+  }
 }
 
 TEST_CASE("a run that fails leaves no output file behind", "[cli][errors]") {

@@ -18,6 +18,7 @@ int small_positive_integer(JsonObjectReader& reader, const std::string& key) {
 NodeSpec parse_node(JsonObjectReader reader) {
   NodeSpec node;
   node.gpu_model = reader.string("gpu");
+  node.gpu_memory_bytes = reader.positive_number("gpu_memory_bytes");
   node.gpus = small_positive_integer(reader, "gpus");
   node.nvlink_bidirectional_bytes_per_second = reader.positive_number("nvlink_bidirectional_bytes_per_second");
   node.nvlink_latency_seconds = reader.non_negative_number("nvlink_latency_seconds");

@@ -18,7 +18,7 @@
 //
 // Example (topology/clusters/dgx-a100-1024.json):
 //   {"name": "dgx-a100-1024", "profile": "a100", "nodes": 128,
-//    "node": {"gpu": "A100-SXM4-80GB", "gpus": 8,
+//    "node": {"gpu": "A100-SXM4-80GB", "gpu_memory_bytes": 85899345920, "gpus": 8,
 //             "nvlink_bidirectional_bytes_per_second": 600e9, "nvlink_latency_seconds": 0,
 //             "nics": 8, "nic_bits_per_second": 200e9, "pcie_switches": 4,
 //             "pcie_bidirectional_bytes_per_second": 64e9, "pcie_latency_seconds": 0},
@@ -38,6 +38,7 @@ enum class EcmpMode { split, hash };
 
 struct NodeSpec {
   std::string gpu_model;
+  double gpu_memory_bytes = 0;  // what one GPU can hold (HBM as the driver reports it)
   int gpus = 0;
   double nvlink_bidirectional_bytes_per_second = 0;
   double nvlink_latency_seconds = 0;

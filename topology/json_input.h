@@ -50,6 +50,8 @@ class JsonObjectReader {
   std::string choice(const std::string& key, const std::vector<std::string>& allowed);
 
   bool has(const std::string& key) const;
+  // The value itself, for fields that take more than one type; marks it taken.
+  const nlohmann::json& value(const std::string& key) { return require(key); }
   // Keys of this object in file order, each marked as taken.
   std::vector<std::string> take_all_keys();
 

@@ -10,6 +10,7 @@ class App;
 namespace shardsim::cli {
 
 void add_collective_command(CLI::App& app, int& exit_code);
+void add_memory_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_presets_command(CLI::App& app, int& exit_code);
 

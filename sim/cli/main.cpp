@@ -13,12 +13,14 @@ int main(int argc, char** argv) {
   app.footer(
       "Examples:\n"
       "  shardsim collective --cluster dgx-a100-1024 --op all_reduce     simulated nccl-tests\n"
+      "  shardsim memory --model llama-13b --plan amsp-llama13b --gpus 64 peak memory of a plan\n"
       "  shardsim presets                                                bundled clusters and profiles\n"
       "  shardsim bench                                                  wall time and peak memory\n"
       "Run 'shardsim <command> --help' for a command's options.");
   app.require_subcommand(1);
   int exit_code = 0;
   shardsim::cli::add_collective_command(app, exit_code);
+  shardsim::cli::add_memory_command(app, exit_code);
   shardsim::cli::add_presets_command(app, exit_code);
   shardsim::cli::add_bench_command(app, exit_code);
 

@@ -1,0 +1,108 @@
+#include "sim/cli/commands.h"
+
+#include "topology/cluster_spec.h"
+#include "workloads/memory_model.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+
+namespace shardsim::cli {
+
+namespace {
+
+struct MemoryOptions {
+  std::string cluster = "dgx-a100-1024";
+  std::string model = "llama-7b";
+  std::string plan = "zero3";
+  std::string training = "seq4096-mbs1-4m-tokens";
+  int gpus = 0;
+  bool json = false;
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+int run_memory(const MemoryOptions& options) {
+  using namespace workloads;
+  const topology::ClusterSpec cluster = topology::load_cluster_spec(options.cluster);
+  const ModelSpec model = load_model(options.model);
+  const Plan plan = load_plan(options.plan);
+  const TrainingConfig training = load_training_config(options.training);
+  const int gpus = options.gpus == 0 ? cluster.gpu_count() : options.gpus;
+  if (gpus < 1 || gpus > cluster.gpu_count()) {
+    throw std::invalid_argument("--gpus " + std::to_string(options.gpus) + ": cluster " + cluster.name + " has 1 to " +
+                                std::to_string(cluster.gpu_count()) + " GPUs");
+  }
+  const ShardingFactors factors = resolve_factors(plan, gpus, cluster.node.gpus, options.plan);
+  const std::int64_t accumulation = gradient_accumulation_steps(training, gpus, options.training);
+  const std::int64_t parameters = count_parameters(model).total();
+  const MemoryBreakdown memory = estimate_memory(model, training, plan, factors, gpus);
+  const double capacity = cluster.node.gpu_memory_bytes;
+  const bool fits = memory.total() <= capacity;
+
+  const std::vector<std::pair<const char*, double>> parts = {
+      {"parameters", memory.parameters},
+      {"secondary_parameters", memory.secondary_parameters},
+      {"gradients", memory.gradients},
+      {"optimizer_states", memory.optimizer_states},
+      {"activations", memory.activations},
+      {"gathered_parameters", memory.gathered_parameters},
+      {"communication_buffers", memory.communication_buffers},
+  };
+  if (options.json) {
+    nlohmann::json out = {{"cluster", cluster.name},     {"model", model.name},
+                          {"parameters", parameters},    {"plan", plan.name},
+                          {"system", to_string(plan.system)},
+                          {"gpus", gpus},
+                          {"factors", {{"parameters", factors.parameters}, {"gradients", factors.gradients},
+                                       {"optimizer", factors.optimizer}}},
+                          {"gradient_accumulation_steps", accumulation},
+                          {"recompute", to_string(training.recompute)},
+                          {"flash_attention", training.flash_attention},
+                          {"total_bytes", memory.total()},
+                          {"gpu_memory_bytes", capacity},
+                          {"fits", fits}};
+    for (const auto& [name, bytes] : parts) out["bytes"][name] = bytes;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("# shardsim memory: %s (%.3f B parameters) on %s, %d data-parallel GPUs\n", model.name.c_str(),
+              static_cast<double>(parameters) / 1e9, cluster.name.c_str(), gpus);
+  std::printf("# plan %s (%s): f_P %d, f_G %d, f_OS %d\n", plan.name.c_str(), to_string(plan.system).c_str(),
+              factors.parameters, factors.gradients, factors.optimizer);
+  std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step; recompute %s, flash attention %s\n",
+              static_cast<long long>(training.sequence_length), static_cast<long long>(training.micro_batch_size),
+              static_cast<long long>(accumulation), to_string(training.recompute).c_str(),
+              training.flash_attention ? "on" : "off");
+  std::printf("%-24s %10s\n", "component", "GiB/GPU");
+  for (const auto& [name, bytes] : parts) std::printf("%-24s %10.2f\n", name, bytes / kGiB);
+  std::printf("%-24s %10.2f\n", "total", memory.total() / kGiB);
+  std::printf("%-24s %10.2f\n", "gpu_memory", capacity / kGiB);
+  std::printf("%-24s %10s\n", "fits", fits ? "yes" : "no (out of memory)");
+  return 0;
+}
+
+}  // namespace
+
+void add_memory_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<MemoryOptions>();
+  CLI::App* command = app.add_subcommand("memory", "Peak memory per GPU of a sharding plan, without simulating");
+  command->footer(
+      "Example:\n"
+      "  shardsim memory --cluster a800-1024 --model llama-13b --plan amsp-llama13b --gpus 64\n"
+      "  shardsim memory --model llama-30b --plan zero1 --gpus 8 --json\n"
+      "Models, plans and training configs are JSON files or bundled presets (shardsim presets);\n"
+      "--model also takes a Hugging Face config.json.");
+  command->add_option("--cluster", options->cluster, "Cluster JSON file or preset")->capture_default_str();
+  command->add_option("--model", options->model, "Model JSON, HF config.json or preset")->capture_default_str();
+  command->add_option("--plan", options->plan, "Sharding plan JSON or preset")->capture_default_str();
+  command->add_option("--training", options->training, "Training config JSON or preset")->capture_default_str();
+  command->add_option("-g,--gpus", options->gpus, "Data-parallel GPUs (default: the whole cluster)");
+  command->add_flag("--json", options->json, "Print one JSON object instead of the table");
+  command->callback([options, &exit_code] { exit_code = run_memory(*options); });
+}
+
+}  // namespace shardsim::cli

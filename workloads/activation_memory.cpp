@@ -1,0 +1,69 @@
+#include "workloads/activation_memory.h"
+
+#include <algorithm>
+
+namespace shardsim::workloads {
+
+namespace {
+
+// Widths per token of the tensors attention keeps; the output has one value
+// vector per query head, whatever the number of key/value heads.
+struct AttentionWidths {
+  double query, key, value, output;
+};
+
+AttentionWidths attention_widths(const ModelSpec& model) {
+  if (model.has_mla) {
+    const double qk = static_cast<double>(model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim);
+    const double v = static_cast<double>(model.heads * model.mla.v_head_dim);
+    return {model.heads * qk, model.heads * qk, v, v};
+  }
+  const double q = static_cast<double>(model.heads * model.head_dim);
+  const double kv = static_cast<double>(model.kv_heads * model.head_dim);
+  return {q, kv, kv, q};
+}
+
+double ffn_bytes_per_token(const ModelSpec& model, double ffn, double e) {
+  return (model.mlp == MlpKind::swiglu ? 3.0 : 2.0) * e * ffn;
+}
+
+}  // namespace
+
+double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer) {
+  const double e = training.bytes_per_value;
+  const double h = static_cast<double>(model.hidden);
+  const AttentionWidths w = attention_widths(model);
+  double attention = e * h + e * h + e * (w.query + w.key + w.value) + e * w.output;
+  if (training.flash_attention) {
+    attention += 4.0 * model.heads;
+  } else if (training.recompute == Recompute::none) {
+    attention += e * model.heads * static_cast<double>(training.sequence_length);
+  }
+  double mlp = e * h + e * h;
+  if (model.moe_layer(layer)) {
+    const MoeSpec& moe = model.moe;
+    mlp += moe.experts_per_token * ffn_bytes_per_token(model, static_cast<double>(moe.expert_ffn_hidden), e) +
+           moe.shared_experts * ffn_bytes_per_token(model, static_cast<double>(moe.shared_expert_ffn_hidden), e) +
+           e * moe.experts;
+  } else {
+    mlp += ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e);
+  }
+  return attention + mlp;
+}
+
+ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training) {
+  const double tokens = static_cast<double>(training.tokens_per_micro_batch());
+  const double e = training.bytes_per_value;
+  ActivationFootprint footprint;
+  double largest_layer = 0;
+  for (int layer = 0; layer < model.layers; ++layer) {
+    const double full = tokens * layer_activation_bytes_per_token(model, training, layer);
+    largest_layer = std::max(largest_layer, full);
+    footprint.layers_bytes += training.recompute == Recompute::full ? tokens * e * static_cast<double>(model.hidden) : full;
+  }
+  if (training.recompute == Recompute::full) footprint.recompute_working_bytes = largest_layer;
+  footprint.head_bytes = tokens * (2.0 * e * static_cast<double>(model.hidden) + (e + 4.0) * static_cast<double>(model.vocab));
+  return footprint;
+}
+
+}  // namespace shardsim::workloads

@@ -1,0 +1,43 @@
+// Activation memory: the tensors a layer keeps from its forward pass for its
+// backward pass, per token.
+//
+// Counted as Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+// Large Transformer Models", section 4) count them, tensor by tensor, and
+// generalised to the shapes shardsim models. With e bytes per value, h the
+// hidden size, a heads, s the sequence length and f the MLP width:
+//   attention: norm input e h, QKV GEMM input e h, Q, K, V after the rotary
+//     embedding e (q + 2 kv) (q, kv the query and key/value widths), the
+//     attention output that feeds the output projection e q; without flash
+//     attention the softmax probabilities e a s, with it the row
+//     log-sum-exps 4 a (fp32);
+//   MLP: norm input e h, first GEMM input e h; SwiGLU keeps gate, up and their
+//     product e 3f, GELU its input and output e 2f; an MoE layer keeps this for
+//     each of the experts a token visits (and the shared experts) plus the
+//     router logits e E.
+// No dropout (modern pretraining runs without it). For GPT-3-style blocks
+// with dropout masks the same method gives Korthikanti's 34 s b h + 5 a s^2 b.
+// Selective recompute drops the softmax term; full recompute keeps only each
+// layer's input (e h) and rebuilds one layer at a time in backward. The loss
+// keeps bf16 logits and their fp32 upcast for the cross-entropy (e + 4) V per
+// token, plus the inputs of the final norm and the LM head.
+#pragma once
+
+#include "workloads/model.h"
+#include "workloads/training.h"
+
+namespace shardsim::workloads {
+
+struct ActivationFootprint {
+  double layers_bytes = 0;            // kept by all layers until their backward
+  double head_bytes = 0;              // final norm, LM head, logits and loss
+  double recompute_working_bytes = 0; // full recompute: one layer rebuilt in backward
+  double total() const { return layers_bytes + head_bytes + recompute_working_bytes; }
+};
+
+// Bytes one layer keeps per token with no recompute.
+double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer);
+
+// One micro-batch of one rank.
+ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training);
+
+}  // namespace shardsim::workloads

@@ -1,0 +1,41 @@
+// Peak memory of one GPU under a plan, without simulating the step.
+//
+// Model states follow the sharding factors exactly (TECHNIQUES.md section 2):
+//   parameters 2 Psi / f_P, gradients 2 Psi / f_G, optimizer states
+//   12 Psi / f_OS (fp32 master weights and two Adam moments), plus ZeRO++'s
+//   secondary parameter copy 2 Psi / k;
+// so ZeRO-0..3 give 16 Psi, 4 Psi + 12 Psi / N, 2 Psi + 14 Psi / N, 16 Psi / N.
+// On top: the activations of one micro-batch (activation_memory.h), the
+// parameters gathered around the module being computed when f_P > 1 (the
+// module and the one prefetched next, less the GPU's own shard), and the
+// buffers gradients are reduced through. The last two are the largest such
+// buffers alive at once, not a timeline; the simulated step refines them.
+#pragma once
+
+#include "workloads/activation_memory.h"
+#include "workloads/model.h"
+#include "workloads/plan.h"
+#include "workloads/training.h"
+
+namespace shardsim::workloads {
+
+// Bytes per parameter of each model state under mixed-precision Adam.
+inline constexpr double kOptimizerStateBytesPerParameter = 12.0;  // fp32 master, m, v
+
+struct MemoryBreakdown {
+  double parameters = 0;
+  double secondary_parameters = 0;  // ZeRO++ hpZ copy
+  double gradients = 0;
+  double optimizer_states = 0;
+  double activations = 0;
+  double gathered_parameters = 0;
+  double communication_buffers = 0;
+
+  double model_states() const { return parameters + secondary_parameters + gradients + optimizer_states; }
+  double total() const { return model_states() + activations + gathered_parameters + communication_buffers; }
+};
+
+MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& training, const Plan& plan,
+                                const ShardingFactors& factors, int data_parallel);
+
+}  // namespace shardsim::workloads

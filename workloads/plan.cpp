@@ -1,0 +1,124 @@
+#include "workloads/plan.h"
+
+#include "topology/json_input.h"
+#include "topology/presets.h"
+
+namespace shardsim::workloads {
+
+namespace {
+
+// A factor: a positive integer or "all" (stored as 0).
+int factor(JsonObjectReader& reader, const std::string& key) {
+  const nlohmann::json& value = reader.value(key);
+  if (value == "all") return 0;
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > (1 << 24)) {
+    reader.fail(key, "must be a GPU count or \"all\", got " + value.dump());
+  }
+  return static_cast<int>(value.get<std::int64_t>());
+}
+
+ShardingSystem parse_system(const std::string& name) {
+  if (name == "fsdp") return ShardingSystem::fsdp;
+  if (name == "mics") return ShardingSystem::mics;
+  if (name == "zeropp") return ShardingSystem::zeropp;
+  if (name == "amsp") return ShardingSystem::amsp;
+  return ShardingSystem::zero;
+}
+
+}  // namespace
+
+std::string to_string(ShardingSystem system) {
+  switch (system) {
+    case ShardingSystem::zero: return "zero";
+    case ShardingSystem::fsdp: return "fsdp";
+    case ShardingSystem::mics: return "mics";
+    case ShardingSystem::zeropp: return "zeropp";
+    case ShardingSystem::amsp: return "amsp";
+  }
+  return "?";
+}
+
+Plan parse_plan(const nlohmann::json& document, const std::string& file) {
+  JsonObjectReader reader(document, file);
+  Plan plan;
+  plan.name = reader.string("name");
+  plan.system = parse_system(reader.choice("system", {"zero", "fsdp", "mics", "zeropp", "amsp"}));
+  auto factors = reader.object("factors");
+  plan.factors.parameters = factor(factors, "parameters");
+  plan.factors.gradients = factor(factors, "gradients");
+  plan.factors.optimizer = factor(factors, "optimizer");
+  factors.finish();
+  const auto secondary = reader.positive_integer("secondary_parameter_group");
+  if (secondary > 1 && plan.system != ShardingSystem::zeropp) {
+    reader.fail("secondary_parameter_group", "a secondary parameter copy is ZeRO++'s (system \"zeropp\"); use 1");
+  }
+  plan.secondary_parameter_group = static_cast<int>(secondary);
+  plan.hierarchical_gradient_reduction = reader.boolean("hierarchical_gradient_reduction");
+  auto buckets = reader.object("buckets");
+  plan.buckets.reduce_bytes = buckets.positive_number("reduce_bytes");
+  plan.buckets.all_gather_bytes = buckets.positive_number("all_gather_bytes");
+  plan.buckets.prefetch_bytes = buckets.non_negative_number("prefetch_bytes");
+  plan.buckets.persistence_threshold_parameters = buckets.non_negative_number("persistence_threshold_parameters");
+  buckets.finish();
+  auto overlap = reader.object("overlap");
+  plan.overlap.gather_scatter = overlap.boolean("gather_scatter");
+  plan.overlap.optimizer_all_reduce = overlap.boolean("optimizer_all_reduce");
+  plan.overlap.parameter_broadcast = overlap.boolean("parameter_broadcast");
+  overlap.finish();
+  plan.as_implemented = reader.choice("behaviour", {"as_implemented", "ideal"}) == "as_implemented";
+  plan.multi_rank_bucketing = reader.boolean("multi_rank_bucketing");
+  plan.flat_all_gather = reader.boolean("flat_all_gather");
+  plan.sources = reader.string_list("sources");
+  reader.finish();
+  return plan;
+}
+
+Plan load_plan(const std::string& file_or_preset) {
+  const std::string file = resolve_preset(file_or_preset, "workloads/plans", "plan");
+  return parse_plan(load_json_file(file), file);
+}
+
+namespace {
+
+void check_group(int size, int data_parallel, int gpus_per_node, const std::string& file, const std::string& field) {
+  if (data_parallel % size != 0) {
+    throw_input_error(file, field, std::to_string(size) + " does not divide the " + std::to_string(data_parallel) +
+                                       " data-parallel GPUs");
+  }
+  if (size <= gpus_per_node && gpus_per_node % size != 0) {
+    throw_input_error(file, field, "breaks the mesh filter: a group within a node must divide its " +
+                                       std::to_string(gpus_per_node) + " GPUs, got " + std::to_string(size));
+  }
+  if (size > gpus_per_node && size % gpus_per_node != 0) {
+    throw_input_error(file, field, "breaks the mesh filter: a group larger than a node must span whole nodes of " +
+                                       std::to_string(gpus_per_node) + " GPUs, got " + std::to_string(size));
+  }
+}
+
+}  // namespace
+
+ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_per_node, const std::string& file) {
+  auto resolve = [&](int f) { return f == 0 ? data_parallel : f; };
+  const ShardingFactors f{resolve(plan.factors.parameters), resolve(plan.factors.gradients),
+                          resolve(plan.factors.optimizer)};
+  // "all" is the whole data-parallel group, a valid mesh whatever its size;
+  // a number carves the group into meshes that must obey the rules.
+  if (plan.factors.parameters != 0) check_group(f.parameters, data_parallel, gpus_per_node, file, "factors.parameters");
+  if (plan.factors.gradients != 0) check_group(f.gradients, data_parallel, gpus_per_node, file, "factors.gradients");
+  if (plan.factors.optimizer != 0) check_group(f.optimizer, data_parallel, gpus_per_node, file, "factors.optimizer");
+  const std::string rule = "breaks the dependency rule (f_P <= f_G <= f_OS, each dividing the next): ";
+  if (f.gradients < f.parameters || f.gradients % f.parameters != 0) {
+    throw_input_error(file, "factors.gradients",
+                      rule + "f_G = " + std::to_string(f.gradients) + ", f_P = " + std::to_string(f.parameters));
+  }
+  if (f.optimizer < f.gradients || f.optimizer % f.gradients != 0) {
+    throw_input_error(file, "factors.optimizer",
+                      rule + "f_OS = " + std::to_string(f.optimizer) + ", f_G = " + std::to_string(f.gradients));
+  }
+  if (plan.secondary_parameter_group > 1) {
+    check_group(plan.secondary_parameter_group, data_parallel, gpus_per_node, file, "secondary_parameter_group");
+  }
+  return f;
+}
+
+}  // namespace shardsim::workloads

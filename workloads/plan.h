@@ -1,0 +1,97 @@
+// Plan: how model states are sharded over the data-parallel GPUs, and which
+// communication overlaps run (TECHNIQUES.md sections 1-3 and 6).
+//
+// Every system is expressed in AMSP's terms: parameters (P), gradients (G)
+// and optimizer states (OS) each have a sharding factor f, the number of GPUs
+// one copy is split over ("all" = every data-parallel GPU). ZeRO-1 is
+// (1, 1, all), ZeRO-2 (1, all, all), ZeRO-3 and FSDP FULL_SHARD (all, all,
+// all), MiCS(k) and FSDP HYBRID_SHARD(k) (k, k, k). The `system` keeps what
+// differs beyond the factors: ZeRO++ keeps a secondary copy of the
+// parameters sharded over `secondary_parameter_group` GPUs for the backward
+// gathers; MiCS reduces gradients inside its group, then across groups.
+//
+//   {"name": "zero3", "system": "zero",
+//    "factors": {"parameters": "all", "gradients": "all", "optimizer": "all"},
+//    "secondary_parameter_group": 1, "hierarchical_gradient_reduction": false,
+//    "buckets": {"reduce_bytes": 1e9, "all_gather_bytes": 1e9, "prefetch_bytes": 1e8,
+//                "persistence_threshold_parameters": 1e5},
+//    "overlap": {"gather_scatter": true, "optimizer_all_reduce": true, "parameter_broadcast": true},
+//    "behaviour": "as_implemented", "multi_rank_bucketing": false, "flat_all_gather": false,
+//    "sources": ["..."]}
+//
+// overlap switches the three overlaps of the AMSP ablation: parameter
+// all-gathers and gradient reduce-scatters beside compute (gather_scatter),
+// the optimizer-state all-reduce during the last backward (optimizer_all_reduce),
+// and the parameter broadcasts beside the next forward (parameter_broadcast).
+// behaviour "as_implemented" keeps the published DeepSpeed/MiCS limitations
+// (backward reduce-scatter not overlapped; in MiCS it also blocks the
+// all-reduce); "ideal" removes them.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardsim::workloads {
+
+enum class ShardingSystem { zero, fsdp, mics, zeropp, amsp };
+
+// A factor as written: a GPU count, or 0 for "all".
+struct FactorSpec {
+  int parameters = 1;
+  int gradients = 1;
+  int optimizer = 1;
+};
+
+// Factors resolved for a data-parallel size.
+struct ShardingFactors {
+  int parameters = 1;  // f_P
+  int gradients = 1;   // f_G
+  int optimizer = 1;   // f_OS
+};
+
+struct BucketSizes {
+  double reduce_bytes = 0;
+  double all_gather_bytes = 0;
+  double prefetch_bytes = 0;
+  double persistence_threshold_parameters = 0;
+};
+
+struct OverlapSwitches {
+  bool gather_scatter = true;
+  bool optimizer_all_reduce = true;
+  bool parameter_broadcast = true;
+};
+
+struct Plan {
+  std::string name;
+  ShardingSystem system = ShardingSystem::zero;
+  FactorSpec factors;
+  int secondary_parameter_group = 1;  // ZeRO++ hpZ; 1 = off
+  bool hierarchical_gradient_reduction = false;
+  BucketSizes buckets;
+  OverlapSwitches overlap;
+  bool as_implemented = true;
+  bool multi_rank_bucketing = false;
+  bool flat_all_gather = false;
+  std::vector<std::string> sources;
+};
+
+Plan parse_plan(const nlohmann::json& document, const std::string& file);
+Plan load_plan(const std::string& file_or_preset);
+
+// Resolves "all" to `data_parallel` and checks AMSP's rules, throwing
+// InputError naming `file`, the field and the rule ("all", the whole
+// data-parallel group, is always a valid mesh):
+//  - every factor divides the data-parallel size;
+//  - dependency rule: f_P <= f_G <= f_OS, each dividing the next;
+//  - mesh filter: a factor up to the GPUs of a node divides them (the group
+//    stays inside a node); a larger one is a multiple of them (whole nodes).
+// The ZeRO++ secondary group obeys the same divisibility and mesh filter.
+ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_per_node, const std::string& file);
+
+std::string to_string(ShardingSystem system);
+
+}  // namespace shardsim::workloads

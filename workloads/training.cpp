@@ -1,0 +1,64 @@
+#include "workloads/training.h"
+
+#include "topology/json_input.h"
+#include "topology/presets.h"
+
+namespace shardsim::workloads {
+
+TrainingConfig parse_training_config(const nlohmann::json& document, const std::string& file) {
+  JsonObjectReader reader(document, file);
+  TrainingConfig training;
+  training.sequence_length = reader.positive_integer("sequence_length");
+  training.micro_batch_size = reader.positive_integer("micro_batch_size");
+  auto batch = reader.object("global_batch");
+  const bool tokens = batch.has("tokens");
+  if (tokens == batch.has("sequences")) {
+    batch.fail(tokens ? "sequences" : "tokens", "give the global batch in exactly one of tokens or sequences");
+  }
+  if (tokens) {
+    const std::int64_t count = batch.positive_integer("tokens");
+    if (count % training.sequence_length != 0) {
+      batch.fail("tokens", std::to_string(count) + " tokens is not a whole number of " +
+                               std::to_string(training.sequence_length) + "-token sequences");
+    }
+    training.global_batch_sequences = count / training.sequence_length;
+  } else {
+    training.global_batch_sequences = batch.positive_integer("sequences");
+  }
+  batch.finish();
+  training.fp16 = reader.choice("precision", {"bf16", "fp16"}) == "fp16";
+  training.bytes_per_value = 2;
+  training.fp8_gemms = reader.boolean("fp8_gemms");
+  const std::string recompute = reader.choice("recompute", {"none", "selective", "full"});
+  training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
+  training.flash_attention = reader.boolean("flash_attention");
+  reader.finish();
+  return training;
+}
+
+TrainingConfig load_training_config(const std::string& file_or_preset) {
+  const std::string file = resolve_preset(file_or_preset, "workloads/training", "training config");
+  return parse_training_config(load_json_file(file), file);
+}
+
+std::int64_t gradient_accumulation_steps(const TrainingConfig& training, int data_parallel, const std::string& file) {
+  const std::int64_t per_step = training.micro_batch_size * data_parallel;
+  if (training.global_batch_sequences % per_step != 0) {
+    throw_input_error(file, "global_batch",
+                      std::to_string(training.global_batch_sequences) + " sequences is not a multiple of micro-batch " +
+                          std::to_string(training.micro_batch_size) + " x " + std::to_string(data_parallel) +
+                          " data-parallel ranks");
+  }
+  return training.global_batch_sequences / per_step;
+}
+
+std::string to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+}  // namespace shardsim::workloads

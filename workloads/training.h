@@ -1,0 +1,53 @@
+// TrainingConfig: how a model is trained, apart from how it is sharded.
+//
+//   {"sequence_length": 4096, "micro_batch_size": 1,
+//    "global_batch": {"tokens": 4194304},            (or {"sequences": 1024})
+//    "precision": "bf16", "fp8_gemms": false,
+//    "recompute": "none", "flash_attention": true}
+//
+// precision is the dtype of parameters, gradients and activations ("bf16" or
+// "fp16"; mixed precision with fp32 master weights and Adam moments).
+// recompute: "none" keeps every activation the backward pass needs;
+// "selective" recomputes the attention core (Korthikanti et al. 2022);
+// "full" keeps only each layer's input and recomputes the layer in backward.
+// The gradient accumulation steps follow from the global batch, the
+// micro-batch and the data-parallel size.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace shardsim::workloads {
+
+enum class Recompute { none, selective, full };
+
+struct TrainingConfig {
+  std::int64_t sequence_length = 0;
+  std::int64_t micro_batch_size = 0;        // sequences per rank per micro-batch
+  std::int64_t global_batch_sequences = 0;  // per optimizer step, over all ranks
+  int bytes_per_value = 2;                  // bf16 / fp16
+  bool fp16 = false;                        // bf16 otherwise
+  bool fp8_gemms = false;
+  Recompute recompute = Recompute::none;
+  bool flash_attention = true;
+
+  std::int64_t tokens_per_micro_batch() const { return sequence_length * micro_batch_size; }
+  std::int64_t global_batch_tokens() const { return global_batch_sequences * sequence_length; }
+};
+
+// Throws InputError naming `file` and the field; a global batch in tokens
+// must be a whole number of sequences.
+TrainingConfig parse_training_config(const nlohmann::json& document, const std::string& file);
+
+// A training config file or preset (workloads/training/<name>.json).
+TrainingConfig load_training_config(const std::string& file_or_preset);
+
+// Micro-batches per rank per step: global batch / (micro-batch x data-parallel
+// size). Throws InputError (naming `file` and global_batch) unless it divides.
+std::int64_t gradient_accumulation_steps(const TrainingConfig& training, int data_parallel, const std::string& file);
+
+std::string to_string(Recompute recompute);
+
+}  // namespace shardsim::workloads
