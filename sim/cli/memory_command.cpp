@@ -1,6 +1,7 @@
 #include "sim/cli/commands.h"
 
 #include "topology/cluster_spec.h"
+#include "workloads/deepspeed_config.h"
 #include "workloads/memory_model.h"
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@ struct MemoryOptions {
   std::string model = "llama-7b";
   std::string plan = "zero3";
   std::string training = "seq4096-mbs1-4m-tokens";
+  std::string deepspeed;  // replaces the plan and the batch
   int gpus = 0;
   bool json = false;
 };
@@ -29,15 +31,24 @@ int run_memory(const MemoryOptions& options) {
   using namespace workloads;
   const topology::ClusterSpec cluster = topology::load_cluster_spec(options.cluster);
   const ModelSpec model = load_model(options.model);
-  const Plan plan = load_plan(options.plan);
-  const TrainingConfig training = load_training_config(options.training);
   const int gpus = options.gpus == 0 ? cluster.gpu_count() : options.gpus;
   if (gpus < 1 || gpus > cluster.gpu_count()) {
     throw std::invalid_argument("--gpus " + std::to_string(options.gpus) + ": cluster " + cluster.name + " has 1 to " +
                                 std::to_string(cluster.gpu_count()) + " GPUs");
   }
-  const ShardingFactors factors = resolve_factors(plan, gpus, cluster.node.gpus, options.plan);
-  const std::int64_t accumulation = gradient_accumulation_steps(training, gpus, options.training);
+  Plan plan;
+  TrainingConfig training = load_training_config(options.training);
+  std::string plan_file = options.plan, batch_file = options.training;
+  if (options.deepspeed.empty()) {
+    plan = load_plan(options.plan);
+  } else {
+    const DeepSpeedConfig deepspeed = load_deepspeed_config(options.deepspeed, model);
+    plan = deepspeed.plan;
+    training = apply_deepspeed_batch(training, deepspeed, gpus);
+    plan_file = batch_file = options.deepspeed;
+  }
+  const ShardingFactors factors = resolve_factors(plan, gpus, cluster.node.gpus, plan_file);
+  const std::int64_t accumulation = gradient_accumulation_steps(training, gpus, batch_file);
   const std::int64_t parameters = count_parameters(model).total();
   const MemoryBreakdown memory = estimate_memory(model, training, plan, factors, gpus);
   const double capacity = cluster.node.gpu_memory_bytes;
@@ -94,12 +105,15 @@ void add_memory_command(CLI::App& app, int& exit_code) {
       "Example:\n"
       "  shardsim memory --cluster a800-1024 --model llama-13b --plan amsp-llama13b --gpus 64\n"
       "  shardsim memory --model llama-30b --plan zero1 --gpus 8 --json\n"
+      "  shardsim memory --model path/to/config.json --deepspeed ds_config.json --gpus 64\n"
       "Models, plans and training configs are JSON files or bundled presets (shardsim presets);\n"
       "--model also takes a Hugging Face config.json.");
   command->add_option("--cluster", options->cluster, "Cluster JSON file or preset")->capture_default_str();
   command->add_option("--model", options->model, "Model JSON, HF config.json or preset")->capture_default_str();
   command->add_option("--plan", options->plan, "Sharding plan JSON or preset")->capture_default_str();
   command->add_option("--training", options->training, "Training config JSON or preset")->capture_default_str();
+  command->add_option("--deepspeed", options->deepspeed,
+                      "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
   command->add_option("-g,--gpus", options->gpus, "Data-parallel GPUs (default: the whole cluster)");
   command->add_flag("--json", options->json, "Print one JSON object instead of the table");
   command->callback([options, &exit_code] { exit_code = run_memory(*options); });
