@@ -64,6 +64,21 @@ std::string cluster_file(const Scratch& scratch, const nlohmann::json& document)
   return scratch.write("cluster.json", document.dump());
 }
 
+struct Refusal {
+  std::string arguments;  // a shardsim command line
+  std::string message;    // what stderr must say
+};
+
+// Every command line must fail with exit code 2 and say what is wrong.
+void require_refused(const Scratch& scratch, const std::vector<Refusal>& refusals) {
+  for (const auto& refusal : refusals) {
+    INFO(refusal.arguments);
+    const Result r = run(scratch, refusal.arguments);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE_THAT(r.err, Catch::Contains(refusal.message));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("help shows an example for the program and every command", "[cli]") {
@@ -140,10 +155,7 @@ TEST_CASE("bad cluster files exit with 2 and name the file and the field", "[cli
 
 TEST_CASE("bad command lines exit with 2 and say what is wrong", "[cli][errors]") {
   const Scratch scratch;
-  struct BadCase {
-    std::string arguments, message;
-  };
-  const std::vector<BadCase> cases = {
+  require_refused(scratch, {
       {"collective --gpus 2048", "--gpus 2048: a group 'all' on cluster dgx-a100-1024 holds 1 to 1024 GPUs"},
       {"collective --group inter --gpus 129", "holds 1 to 128 GPUs"},
       {"collective --op all_scatter", "all_scatter"},
@@ -159,13 +171,7 @@ TEST_CASE("bad command lines exit with 2 and say what is wrong", "[cli][errors]"
       {"collective --ranks 0,1,1", "GPU 1 appears twice in the group"},
       {"collective --ranks 3-a", "--ranks: '3-a' is not a list of GPU indices and ranges"},
       {"frobnicate", "frobnicate"},
-  };
-  for (const auto& c : cases) {
-    INFO(c.arguments);
-    const Result r = run(scratch, c.arguments);
-    REQUIRE(r.exit_code == 2);
-    REQUIRE_THAT(r.err, Catch::Contains(c.message));
-  }
+  });
 }
 
 TEST_CASE("a profile missing a field exits with 2 naming the field", "[cli][errors]") {
@@ -202,22 +208,13 @@ TEST_CASE("bad memory questions exit with 2 and say why", "[cli][errors][memory]
       "heads": 4, "kv_heads": 4, "head_dim": 16, "ffn_hidden": 256, "vocab": 1000, "max_positions": 128,
       "mlp": "swiglu", "norm": "rmsnorm", "positions": "rotary", "linear_biases": false, "tied_embeddings": true,
       "sources": []})");
-  struct BadCase {
-    std::string arguments, message;
-  };
-  const std::vector<BadCase> cases = {
+  require_refused(scratch, {
       {"memory --plan mics-8 --gpus 12", "factors.parameters: 8 does not divide the 12 data-parallel GPUs"},
       {"memory --plan zero1 --gpus 3", "global_batch: 1024 sequences is not a multiple of micro-batch 1 x 3"},
       {"memory --model " + zero_layers, zero_layers + ": layers: must be a positive integer, got 0"},
       {"memory --plan no-such-plan", "no-such-plan: no such plan file or preset"},
       {"memory --gpus 5000", "--gpus 5000: cluster dgx-a100-1024 has 1 to 1024 GPUs"},
-  };
-  for (const auto& c : cases) {
-    INFO(c.arguments);
-    const Result r = run(scratch, c.arguments);
-    REQUIRE(r.exit_code == 2);
-    REQUIRE_THAT(r.err, Catch::Contains(c.message));
-  }
+  });
 }
 
 TEST_CASE("a run that fails leaves no output file behind", "[cli][errors]") {
