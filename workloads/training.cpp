@@ -27,7 +27,6 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   }
   batch.finish();
   training.fp16 = reader.choice("precision", {"bf16", "fp16"}) == "fp16";
-  training.bytes_per_value = 2;
   training.fp8_gemms = reader.boolean("fp8_gemms");
   const std::string recompute = reader.choice("recompute", {"none", "selective", "full"});
   training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
