@@ -3,6 +3,9 @@
 #include "topology/json_input.h"
 #include "topology/presets.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace shardsim::calib {
 
 namespace {
@@ -49,7 +52,66 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, Algorithm algorith
   return params;
 }
 
+ComputeCalibration parse_compute(JsonObjectReader reader) {
+  ComputeCalibration compute;
+  auto dtypes = reader.object("dtypes");
+  for (const auto& name : dtypes.take_all_keys()) {
+    if (name != "bf16" && name != "fp16" && name != "fp8" && name != "fp32") {
+      dtypes.fail(name, "unknown dtype (bf16, fp16, fp8, fp32)");
+    }
+    auto entry = dtypes.object(name);
+    DtypeCompute dtype;
+    dtype.peak_flops_per_second = entry.positive_number("peak_flops_per_second");
+    dtype.source = entry.string("source");
+    const nlohmann::json& points = entry.value("gemm_efficiency");
+    if (!points.is_array() || points.empty()) entry.fail("gemm_efficiency", "must be a non-empty array of {flops, efficiency}");
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const std::string key = "gemm_efficiency[" + std::to_string(i) + "]";
+      JsonObjectReader point(points[i], reader.file(), entry.field_path(key));
+      EfficiencyPoint parsed;
+      parsed.flops = point.positive_number("flops");
+      parsed.efficiency = fraction(point, "efficiency");
+      if (point.has("record")) point.non_negative_integer("record");  // provenance, for readers
+      point.finish();
+      if (!dtype.gemm_efficiency.empty() && parsed.flops <= dtype.gemm_efficiency.back().flops) {
+        entry.fail(key, "flops must increase along the table");
+      }
+      dtype.gemm_efficiency.push_back(parsed);
+    }
+    entry.finish();
+    compute.dtypes.emplace(name, std::move(dtype));
+  }
+  dtypes.finish();
+  if (compute.dtypes.empty()) reader.fail("dtypes", "must list at least one dtype");
+  compute.attention_efficiency = fraction(reader, "attention_efficiency");
+  compute.attention_source = reader.string("attention_source");
+  compute.hbm_bytes_per_second = reader.positive_number("hbm_bytes_per_second");
+  compute.hbm_efficiency = fraction(reader, "hbm_efficiency");
+  compute.hbm_source = reader.string("hbm_source");
+  compute.kernel_launch_seconds = reader.non_negative_number("kernel_launch_seconds");
+  compute.interference_slowdown = reader.non_negative_number("interference_slowdown");
+  compute.overheads_source = reader.string("overheads_source");
+  reader.finish();
+  return compute;
+}
+
 }  // namespace
+
+double DtypeCompute::gemm_efficiency_at(double flops) const {
+  const auto& table = gemm_efficiency;
+  if (flops <= table.front().flops) return table.front().efficiency;
+  if (flops >= table.back().flops) return table.back().efficiency;
+  const auto upper = std::upper_bound(table.begin(), table.end(), flops,
+                                      [](double x, const EfficiencyPoint& p) { return x < p.flops; });
+  const auto lower = upper - 1;
+  const double t = std::log(flops / lower->flops) / std::log(upper->flops / lower->flops);
+  return lower->efficiency + t * (upper->efficiency - lower->efficiency);
+}
+
+const DtypeCompute* ComputeCalibration::find(std::string_view dtype) const {
+  const auto it = dtypes.find(dtype);
+  return it == dtypes.end() ? nullptr : &it->second;
+}
 
 const AlgorithmParams* Profile::find(CollectiveOp op, Algorithm algorithm) const {
   const auto it = collectives.find({op, algorithm});
@@ -104,8 +166,7 @@ Profile parse_profile(const nlohmann::json& document, const std::string& file) {
     }
   }
 
-  profile.compute = document.contains("compute") ? document.at("compute") : nlohmann::json::object();
-  if (reader.has("compute")) reader.object("compute").take_all_keys();
+  profile.compute = parse_compute(reader.object("compute"));
   profile.sources = reader.string_list("sources");
   reader.finish();
   return profile;

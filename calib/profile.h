@@ -12,8 +12,15 @@
 //                                         protocol reaches (LL's inline flags...);
 //       message_overhead_seconds          direct algorithm only: cost of posting
 //                                         one network message;
-//   compute                               reserved for the compute model (GEMM and
-//                                         HBM efficiency, interference); kept as JSON.
+//   compute.dtypes.<dtype>                peak_flops_per_second and gemm_efficiency, a
+//                                         table of {flops, efficiency} over GEMM sizes;
+//   compute.attention_efficiency          fused attention kernels' fraction of peak;
+//   compute.hbm_bytes_per_second,
+//   compute.hbm_efficiency                nominal HBM bandwidth and the fraction
+//                                         memory-bound kernels reach;
+//   compute.kernel_launch_seconds         added to every kernel;
+//   compute.interference_slowdown         s: compute runs 1 + s times slower while a
+//                                         collective of the same GPU is in flight.
 // Every link and algorithm entry carries a "source" saying where its numbers
 // come from. A protocol missing from an algorithm is not available there.
 #pragma once
@@ -26,6 +33,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,13 +63,45 @@ struct LinkCalibration {
   std::string source;
 };
 
+// GEMM efficiency as a function of the GEMM's size, 2 m n k FLOPs.
+struct EfficiencyPoint {
+  double flops = 0;
+  double efficiency = 0;
+};
+
+struct DtypeCompute {
+  double peak_flops_per_second = 0;
+  std::vector<EfficiencyPoint> gemm_efficiency;  // ascending flops
+  std::string source;
+
+  // Interpolated linearly in log(flops) between the table's points, and
+  // clamped to the first and last point outside them.
+  double gemm_efficiency_at(double flops) const;
+};
+
+struct ComputeCalibration {
+  std::map<std::string, DtypeCompute, std::less<>> dtypes;  // "bf16", "fp16", "fp8", "fp32"
+  double attention_efficiency = 1;
+  std::string attention_source;
+  double hbm_bytes_per_second = 0;
+  double hbm_efficiency = 1;
+  std::string hbm_source;
+  double kernel_launch_seconds = 0;
+  double interference_slowdown = 0;
+  std::string overheads_source;
+
+  // nullptr when the profile has no entry for the dtype.
+  const DtypeCompute* find(std::string_view dtype) const;
+  double achievable_hbm_bytes_per_second() const { return hbm_bytes_per_second * hbm_efficiency; }
+};
+
 struct Profile {
   std::string name;
   std::string gpu;
   std::string file;
   std::array<LinkCalibration, topology::kLinkKindCount> links{};
   std::map<std::pair<CollectiveOp, Algorithm>, AlgorithmParams> collectives;
-  nlohmann::json compute = nlohmann::json::object();
+  ComputeCalibration compute;
   std::vector<std::string> sources;
 
   double bandwidth_efficiency(LinkKind kind) const {

@@ -19,6 +19,10 @@
 
 namespace shardsim::sim {
 
+// flow: transfers share links max-min fairly on the flow network;
+// analytical: each collective takes its alpha-beta cost (no contention).
+enum class NetworkMode { flow, analytical };
+
 // What each link can carry: nominal bandwidth times the profile's efficiency
 // for its kind.
 std::vector<double> achievable_link_capacities(const topology::Cluster& cluster, const calib::Profile& profile);

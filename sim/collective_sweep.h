@@ -5,6 +5,7 @@
 #pragma once
 
 #include "calib/profile.h"
+#include "sim/collective_runner.h"
 #include "sim/collectives/collective_algorithm.h"
 #include "sim/nccl_tests_table.h"
 #include "topology/routing.h"
@@ -14,8 +15,6 @@
 #include <vector>
 
 namespace shardsim::sim {
-
-enum class NetworkMode { flow, analytical };
 
 struct CollectiveSweep {
   CollectiveOp op = CollectiveOp::all_reduce;

@@ -51,6 +51,23 @@ inline topology::ClusterSpec cluster_spec(const nlohmann::json& document) {
 // A profile in which every link reaches its nominal bandwidth, every protocol
 // its full bandwidth, calls have no base latency and every algorithm step
 // costs `hop_seconds` over any kind of hop: the textbook alpha-beta world.
+// Round numbers for hand-worked kernel times: 100 TFLOP/s at full GEMM
+// efficiency, 1 TB/s HBM, no launch overhead, no interference.
+inline nlohmann::json uniform_compute_json() {
+  const nlohmann::json dtype = {{"peak_flops_per_second", 1e14},
+                                {"gemm_efficiency", {{{"flops", 1.0}, {"efficiency", 1.0}}}},
+                                {"source", "test"}};
+  return {{"dtypes", {{"bf16", dtype}, {"fp16", dtype}}},
+          {"attention_efficiency", 1.0},
+          {"attention_source", "test"},
+          {"hbm_bytes_per_second", 1e12},
+          {"hbm_efficiency", 1.0},
+          {"hbm_source", "test"},
+          {"kernel_launch_seconds", 0.0},
+          {"interference_slowdown", 0.0},
+          {"overheads_source", "test"}};
+}
+
 inline nlohmann::json uniform_profile_json(double hop_seconds, double message_overhead_seconds = 0) {
   nlohmann::json protocol = {{"base_latency_seconds", 0},
                              {"hop_latency_seconds", {{"nvlink", hop_seconds}, {"pcie", hop_seconds}, {"network", hop_seconds}}},
@@ -71,6 +88,7 @@ inline nlohmann::json uniform_profile_json(double hop_seconds, double message_ov
             {"reduce", {{"ring", algorithm}}},
             {"all_to_all", {{"direct", direct_algorithm}}},
             {"send_recv", {{"direct", direct_algorithm}}}}},
+          {"compute", uniform_compute_json()},
           {"sources", nlohmann::json::array()}};
 }
 

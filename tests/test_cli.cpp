@@ -169,7 +169,7 @@ TEST_CASE("bad command lines exit with 2 and say what is wrong", "[cli][errors]"
       {"collective --op broadcast --root 4096", "root 4096 is not a rank of the group"},
       {"collective --ranks 0,2000", "GPU 2000 is outside the cluster (1024 GPUs)"},
       {"collective --ranks 0,1,1", "GPU 1 appears twice in the group"},
-      {"collective --ranks 3-a", "--ranks: '3-a' is not a list of GPU indices and ranges"},
+      {"collective --ranks 3-a", "--ranks: '3-a' is not a list of indices and ranges"},
       {"frobnicate", "frobnicate"},
   });
 }

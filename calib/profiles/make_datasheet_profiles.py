@@ -131,6 +131,102 @@ PROFILES = {
 }
 
 
+# --- Compute -----------------------------------------------------------------
+# GEMM efficiency is achieved over peak FLOP/s, tabulated by the GEMM's FLOP
+# count 2mnk (the simulator interpolates on log FLOPs and clamps at the ends).
+# Only square shapes are used: a skinny GEMM is limited by its bytes, which the
+# roofline's HBM term models, not by a lower compute efficiency.
+
+def gemm_points(records, peak_tflops):
+    """records: (record number, m, n, k, achieved TFLOPS)."""
+    return [{"flops": 2.0 * m * n * k, "efficiency": round(tflops / peak_tflops, 4), "record": r}
+            for r, m, n, k, tflops in records]
+
+
+A100_FP16_GEMM = [(45, 1024, 1024, 1024, 119.4), (46, 2048, 2048, 2048, 221.8), (47, 4096, 4096, 4096, 228.0),
+                  (48, 8192, 8192, 8192, 253.7), (49, 16384, 16384, 16384, 256.5)]
+H200_FP8_GEMM = [(53, 1024, 1024, 1024, 290.8), (54, 2048, 2048, 2048, 1013.4), (55, 4096, 4096, 4096, 1249.1),
+                 (56, 8192, 8192, 8192, 1300.6), (57, 16384, 16384, 16384, 1366.3),
+                 (58, 32768, 32768, 32768, 1349.5)]
+
+
+def hopper_bf16_points():
+    # No public bf16 shape sweep on Hopper is in the records: the plateau is
+    # record 80 (H100-SXM bf16 maximum achievable matmul, 794.5 of 989 TFLOPS;
+    # H200 has the same compute, record 31), and the fall-off towards small
+    # shapes follows the same machine's fp8 sweep (records 53-58) relative to
+    # its own maximum. That fall-off is pessimistic for bf16 at small shapes
+    # (a bf16 GEMM runs longer, so fixed costs weigh less).
+    plateau = 794.5 / 989.0
+    best = max(t for *_, t in H200_FP8_GEMM)
+    return [{"flops": 2.0 * m * n * k, "efficiency": round(plateau * t / best, 4), "record": r}
+            for r, m, n, k, t in H200_FP8_GEMM]
+
+
+AMPERE_ATTENTION = ("FlashAttention-2 (Dao 2023, arXiv:2307.08691, abstract): 50-73% of the theoretical "
+                    "maximum FLOP/s on A100; midpoint 0.615")
+HOPPER_ATTENTION = ("FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608, abstract): FlashAttention-2 reaches "
+                    "35% of H100 peak and FlashAttention-3 is 1.5-2.0x faster; midpoint 1.75 x 35% = 0.61")
+NO_OVERHEAD_FIGURE = ("no public figure in shared/data/public_hardware.json for kernel launch overhead or for "
+                      "the slowdown of GEMMs while NCCL runs beside them; both are 0 until shardsim-probe "
+                      "measures them (calib issue 4)")
+
+
+def ampere_compute(hbm_record_note):
+    a100_fp16 = gemm_points(A100_FP16_GEMM, 312.0)
+    return {
+        "dtypes": {
+            "bf16": {"peak_flops_per_second": 312e12, "gemm_efficiency": a100_fp16,
+                     "source": "record 0: A100 dense bf16 312 TFLOPS; efficiency curve from cuBLASLt fp16 "
+                               "(records 45-49, Azure ND A100 v4), fp16 and bf16 having the same peak (record 1)"},
+            "fp16": {"peak_flops_per_second": 312e12, "gemm_efficiency": a100_fp16,
+                     "source": "record 1: A100 dense fp16 312 TFLOPS; records 45-49 cuBLASLt fp16 GEMMs"},
+        },
+        "attention_efficiency": 0.615,
+        "attention_source": AMPERE_ATTENTION,
+        "hbm_bytes_per_second": 2039e9,
+        "hbm_efficiency": round(1.70 / 2.039, 4),
+        "hbm_source": "record 7: A100-SXM4-80GB HBM2e 2039 GB/s; record 65: STREAM triad 1.70 TB/s" + hbm_record_note,
+        "kernel_launch_seconds": 0.0,
+        "interference_slowdown": 0.0,
+        "overheads_source": NO_OVERHEAD_FIGURE,
+    }
+
+
+def hopper_compute(hbm_bytes_per_second, hbm_source):
+    bf16 = hopper_bf16_points()
+    fp8 = gemm_points(H200_FP8_GEMM, 1979.0)
+    return {
+        "dtypes": {
+            "bf16": {"peak_flops_per_second": 989e12, "gemm_efficiency": bf16,
+                     "source": "records 13, 31: dense bf16 989 TFLOPS; efficiency: record 80 plateau with the "
+                               "fall-off of records 53-58 (see make_datasheet_profiles.py)"},
+            "fp16": {"peak_flops_per_second": 989e12, "gemm_efficiency": bf16,
+                     "source": "record 14: dense fp16 989 TFLOPS; efficiency as bf16"},
+            "fp8": {"peak_flops_per_second": 1979e12, "gemm_efficiency": fp8,
+                    "source": "record 16: dense fp8 1979 TFLOPS; records 53-58: cuBLASLt fp8 GEMMs on H200 "
+                              "(Azure ND H200 v5), same compute as H100 (record 31)"},
+        },
+        "attention_efficiency": 0.61,
+        "attention_source": HOPPER_ATTENTION,
+        "hbm_bytes_per_second": hbm_bytes_per_second,
+        "hbm_efficiency": round(4.15 / 4.8, 4),
+        "hbm_source": hbm_source,
+        "kernel_launch_seconds": 0.0,
+        "interference_slowdown": 0.0,
+        "overheads_source": NO_OVERHEAD_FIGURE,
+    }
+
+
+COMPUTE = {
+    "a100": ampere_compute(""),
+    "a800": ampere_compute("; A800 compute and HBM as A100 (record 12 notes)"),
+    "h100": hopper_compute(3350e9, "record 19: H100-SXM5 HBM3 3350 GB/s; efficiency of H200's STREAM triad "
+                                   "(record 70: 4.15 of 4.8 TB/s), no H100 STREAM figure being in the records"),
+    "h200": hopper_compute(4800e9, "record 28: H200 HBM3e 4800 GB/s; record 70: STREAM triad 4.15 TB/s"),
+}
+
+
 def main():
     here = pathlib.Path(__file__).resolve().parent
     for name, body in PROFILES.items():
@@ -139,7 +235,7 @@ def main():
             "gpu": body["gpu"],
             "links": body["links"],
             "collectives": body["collectives"],
-            "compute": {},
+            "compute": COMPUTE[name],
             "sources": [
                 "Datasheet profile generated by calib/profiles/make_datasheet_profiles.py from "
                 "shared/data/public_hardware.json and NVIDIA's NCCL tuning model; see each entry's source.",

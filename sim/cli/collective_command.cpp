@@ -1,4 +1,5 @@
 #include "sim/cli/commands.h"
+#include "sim/cli/index_list.h"
 
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
@@ -59,36 +60,6 @@ long long parse_size(const std::string& option, const std::string& text) {
   return std::stoll(text.substr(0, digits)) * multiplier;
 }
 
-// "0,3,8-15": GPUs by index, ranges inclusive; rank i is the i-th listed.
-std::vector<topology::GpuId> parse_ranks(const std::string& text) {
-  std::vector<topology::GpuId> gpus;
-  std::size_t at = 0;
-  auto fail = [&] {
-    throw std::invalid_argument("--ranks: '" + text + "' is not a list of GPU indices and ranges (example: 0,3,8-15)");
-  };
-  auto number = [&] {
-    std::size_t end = at;
-    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-    if (end == at || end - at > 9) fail();
-    const int value = std::stoi(text.substr(at, end - at));
-    at = end;
-    return value;
-  };
-  while (at < text.size()) {
-    const int first = number();
-    int last = first;
-    if (at < text.size() && text[at] == '-') {
-      ++at;
-      last = number();
-      if (last < first || last - first > 1'000'000) fail();
-    }
-    for (int g = first; g <= last; ++g) gpus.push_back(g);
-    if (at < text.size() && text[at++] != ',') fail();
-  }
-  if (gpus.empty()) fail();
-  return gpus;
-}
-
 sim::GroupLayout make_group(const topology::Cluster& cluster, const std::string& shape, int gpus) {
   const int available = shape == "intra" ? cluster.gpus_per_node() : shape == "inter" ? cluster.nodes()
                                                                                         : cluster.gpu_count();
@@ -119,7 +90,7 @@ int run_collective(const CollectiveOptions& options) {
   const topology::Router router(cluster);
   const calib::Profile profile = calib::load_profile(options.profile.empty() ? spec.profile : options.profile);
   const sim::GroupLayout group = options.ranks.empty() ? make_group(cluster, options.group, options.gpus)
-                                                      : sim::make_group_layout(cluster, parse_ranks(options.ranks));
+                                                      : sim::make_group_layout(cluster, parse_index_list("--ranks", options.ranks));
 
   std::vector<workloads::CollectiveOp> ops;
   if (options.op == "all") {

@@ -1,7 +1,6 @@
 #include "sim/cli/commands.h"
 
-#include "topology/cluster_spec.h"
-#include "workloads/deepspeed_config.h"
+#include "sim/cli/job_inputs.h"
 #include "workloads/memory_model.h"
 
 #include <CLI/CLI.hpp>
@@ -16,12 +15,7 @@ namespace shardsim::cli {
 namespace {
 
 struct MemoryOptions {
-  std::string cluster = "dgx-a100-1024";
-  std::string model = "llama-7b";
-  std::string plan = "zero3";
-  std::string training = "seq4096-mbs1-4m-tokens";
-  std::string deepspeed;  // replaces the plan and the batch
-  int gpus = 0;
+  JobOptions job;
   bool json = false;
 };
 
@@ -29,24 +23,14 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 int run_memory(const MemoryOptions& options) {
   using namespace workloads;
-  const topology::ClusterSpec cluster = topology::load_cluster_spec(options.cluster);
-  const ModelSpec model = load_model(options.model);
-  const int gpus = options.gpus == 0 ? cluster.gpu_count() : options.gpus;
-  if (gpus < 1 || gpus > cluster.gpu_count()) {
-    throw std::invalid_argument("--gpus " + std::to_string(options.gpus) + ": cluster " + cluster.name + " has 1 to " +
-                                std::to_string(cluster.gpu_count()) + " GPUs");
-  }
-  Plan plan;
-  TrainingConfig training = load_training_config(options.training);
-  std::string plan_file = options.plan, batch_file = options.training;
-  if (options.deepspeed.empty()) {
-    plan = load_plan(options.plan);
-  } else {
-    const DeepSpeedConfig deepspeed = load_deepspeed_config(options.deepspeed, model);
-    plan = deepspeed.plan;
-    training = apply_deepspeed_batch(training, deepspeed, gpus);
-    plan_file = batch_file = options.deepspeed;
-  }
+  const JobInputs inputs = load_job_inputs(options.job);
+  const topology::ClusterSpec& cluster = inputs.cluster;
+  const ModelSpec& model = inputs.step.model;
+  const Plan& plan = inputs.step.plan;
+  const TrainingConfig& training = inputs.step.training;
+  const int gpus = inputs.step.data_parallel;
+  const std::string& plan_file = inputs.step.plan_file;
+  const std::string& batch_file = inputs.step.training_file;
   const ShardingFactors factors = resolve_factors(plan, gpus, cluster.node.gpus, plan_file);
   const std::int64_t accumulation = gradient_accumulation_steps(training, gpus, batch_file);
   const std::int64_t parameters = count_parameters(model).total();
@@ -108,13 +92,7 @@ void add_memory_command(CLI::App& app, int& exit_code) {
       "  shardsim memory --model path/to/config.json --deepspeed ds_config.json --gpus 64\n"
       "Models, plans and training configs are JSON files or bundled presets (shardsim presets);\n"
       "--model also takes a Hugging Face config.json.");
-  command->add_option("--cluster", options->cluster, "Cluster JSON file or preset")->capture_default_str();
-  command->add_option("--model", options->model, "Model JSON, HF config.json or preset")->capture_default_str();
-  command->add_option("--plan", options->plan, "Sharding plan JSON or preset")->capture_default_str();
-  command->add_option("--training", options->training, "Training config JSON or preset")->capture_default_str();
-  command->add_option("--deepspeed", options->deepspeed,
-                      "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
-  command->add_option("-g,--gpus", options->gpus, "Data-parallel GPUs (default: the whole cluster)");
+  add_job_options(*command, options->job);
   command->add_flag("--json", options->json, "Print one JSON object instead of the table");
   command->callback([options, &exit_code] { exit_code = run_memory(*options); });
 }

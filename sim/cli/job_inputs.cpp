@@ -1,0 +1,51 @@
+#include "sim/cli/job_inputs.h"
+
+#include "workloads/deepspeed_config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <stdexcept>
+
+namespace shardsim::cli {
+
+void add_job_options(CLI::App& command, JobOptions& options) {
+  command.add_option("--cluster", options.cluster, "Cluster JSON file or preset")->capture_default_str();
+  command.add_option("--model", options.model, "Model JSON, HF config.json or preset")->capture_default_str();
+  command.add_option("--plan", options.plan, "Sharding plan JSON or preset")->capture_default_str();
+  command.add_option("--training", options.training, "Training config JSON or preset")->capture_default_str();
+  command.add_option("--deepspeed", options.deepspeed,
+                     "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
+  command.add_option("-g,--gpus", options.gpus, "Data-parallel GPUs (default: the whole cluster)");
+}
+
+JobInputs load_job_inputs(const JobOptions& options) {
+  using namespace workloads;
+  JobInputs inputs;
+  inputs.cluster = topology::load_cluster_spec(options.cluster);
+  StepConfig& step = inputs.step;
+  step.model = load_model(options.model);
+  const int available = inputs.cluster.gpu_count();
+  step.data_parallel = options.gpus == 0 ? available : options.gpus;
+  if (step.data_parallel < 1 || step.data_parallel > available) {
+    throw std::invalid_argument("--gpus " + std::to_string(options.gpus) + ": cluster " + inputs.cluster.name +
+                                " has 1 to " + std::to_string(available) + " GPUs");
+  }
+  step.gpus_per_node = inputs.cluster.node.gpus;
+  step.training = load_training_config(options.training);
+  step.plan_file = options.plan;
+  step.training_file = options.training;
+  if (options.deepspeed.empty()) {
+    step.plan = load_plan(options.plan);
+  } else {
+    const DeepSpeedConfig deepspeed = load_deepspeed_config(options.deepspeed, step.model);
+    step.plan = deepspeed.plan;
+    step.training = apply_deepspeed_batch(step.training, deepspeed, step.data_parallel);
+    step.plan_file = step.training_file = options.deepspeed;
+  }
+  // Both checks name the file at fault before anything is compiled.
+  resolve_factors(step.plan, step.data_parallel, step.gpus_per_node, step.plan_file);
+  gradient_accumulation_steps(step.training, step.data_parallel, step.training_file);
+  return inputs;
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,39 @@
+// The inputs every training-step command shares (run, memory): a cluster, a
+// model, a sharding plan or a DeepSpeed config, a training config and a GPU
+// count, as command-line options and as loaded, checked values.
+#pragma once
+
+#include "topology/cluster_spec.h"
+#include "workloads/model.h"
+#include "workloads/plan.h"
+#include "workloads/step_compiler.h"
+#include "workloads/training.h"
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace shardsim::cli {
+
+struct JobOptions {
+  std::string cluster = "dgx-a100-1024";
+  std::string model = "llama-7b";
+  std::string plan = "zero3";
+  std::string training = "seq4096-mbs1-4m-tokens";
+  std::string deepspeed;  // replaces the plan and the batch
+  int gpus = 0;           // 0: the whole cluster
+};
+
+struct JobInputs {
+  topology::ClusterSpec cluster;
+  workloads::StepConfig step;  // model, training, plan, data-parallel size
+};
+
+void add_job_options(CLI::App& command, JobOptions& options);
+
+// Throws InputError / std::invalid_argument with the file, field or option at fault.
+JobInputs load_job_inputs(const JobOptions& options);
+
+}  // namespace shardsim::cli

@@ -1,0 +1,222 @@
+#include "sim/cli/commands.h"
+
+#include "calib/profile.h"
+#include "sim/cli/atomic_output.h"
+#include "sim/cli/index_list.h"
+#include "sim/cli/job_inputs.h"
+#include "sim/cli/progress_bar.h"
+#include "sim/step/chrome_trace.h"
+#include "sim/step/hdf5_timeline.h"
+#include "sim/step/step_report.h"
+#include "sim/step/step_simulator.h"
+#include "topology/cluster.h"
+#include "topology/routing.h"
+#include "workloads/step_compiler.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+namespace shardsim::cli {
+
+namespace {
+
+struct RunOptions {
+  JobOptions job;
+  std::string profile;  // default: the cluster's
+  std::string network = "flow";
+  std::string overlap = "plan";
+  std::string behaviour = "plan";
+  std::string record_ranks;  // default: the first node's ranks
+  std::string trace;
+  std::string h5;
+  std::string program;
+  int breakdown_rank = 0;
+  bool json = false;
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The four levels of AMSP's ablation, cumulative: ag-rs, + ar, + bc.
+void apply_overlap_level(workloads::Plan& plan, const std::string& level) {
+  if (level == "plan") return;
+  auto& o = plan.overlap;
+  o.gather_scatter = level != "none";
+  o.optimizer_all_reduce = level == "ag-rs+ar" || level == "all";
+  o.parameter_broadcast = level == "all";
+}
+
+std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_per_node) {
+  std::vector<int> list;
+  if (options.record_ranks == "all") {
+    for (int r = 0; r < ranks; ++r) list.push_back(r);
+  } else if (options.record_ranks.empty()) {
+    for (int r = 0; r < std::min(ranks, gpus_per_node); ++r) list.push_back(r);
+  } else {
+    list = parse_index_list("--record-ranks", options.record_ranks);
+    for (int r : list) {
+      if (r >= ranks) {
+        throw std::invalid_argument("--record-ranks: rank " + std::to_string(r) + " is outside the job (" +
+                                    std::to_string(ranks) + " ranks)");
+      }
+    }
+  }
+  return list;
+}
+
+void print_memory(const sim::MemoryBytes& bytes) {
+  for (int c = 0; c < workloads::kMemoryCategoryCount; ++c) {
+    const double value = bytes[static_cast<std::size_t>(c)];
+    if (value != 0) {
+      std::printf("  %-28s %10.2f GiB\n", std::string(workloads::to_string(static_cast<workloads::MemoryCategory>(c))).c_str(),
+                  value / kGiB);
+    }
+  }
+}
+
+void print_table(const workloads::Program& program, const sim::StepTimeline& timeline, const sim::StepSummary& summary,
+                 const std::string& cluster) {
+  const nlohmann::json& d = program.description;
+  const nlohmann::json& o = d.at("overlap");
+  const auto on = [](const nlohmann::json& flag) { return flag.get<bool>() ? "on" : "off"; };
+  std::printf("# shardsim run: %s (%.3f B parameters) on %s, %d data-parallel GPUs\n",
+              d.at("model").get<std::string>().c_str(), d.at("parameters").get<double>() / 1e9, cluster.c_str(),
+              program.ranks);
+  std::printf("# plan %s (%s, %s): f_P %d, f_G %d, f_OS %d; overlap: gather/scatter %s, optimizer all-reduce %s, "
+              "parameter broadcast %s\n",
+              d.at("plan").get<std::string>().c_str(), d.at("system").get<std::string>().c_str(),
+              d.at("behaviour").get<std::string>().c_str(), d.at("factors").at("parameters").get<int>(),
+              d.at("factors").at("gradients").get<int>(), d.at("factors").at("optimizer").get<int>(),
+              on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
+  std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
+              "recompute %s, flash attention %s\n",
+              d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),
+              d.at("gradient_accumulation_steps").get<long long>(), d.at("tokens_per_step").get<long long>(),
+              d.at("recompute").get<std::string>().c_str(), d.at("flash_attention").get<bool>() ? "on" : "off");
+  if (timeline.out_of_memory) {
+    const sim::OutOfMemory& oom = *timeline.out_of_memory;
+    double total = 0;
+    for (double bytes : oom.by_category) total += bytes;
+    std::printf("OUT OF MEMORY on rank %d at %.3f ms, op %s: %.2f GiB needed, the GPU holds %.2f GiB\n", oom.rank,
+                seconds_from_picoseconds(oom.when) * 1e3, oom.op.c_str(), total / kGiB, oom.capacity_bytes / kGiB);
+    print_memory(oom.by_category);
+    return;
+  }
+  std::printf("%-30s %12.4f s\n", "step time", summary.step_seconds);
+  std::printf("%-30s %12.2f %%\n", "MFU", 100 * summary.mfu);
+  std::printf("%-30s %12.1f\n", "tokens per GPU per second", summary.tokens_per_gpu_per_second);
+  std::printf("%-30s %12.2f GiB of %.2f GiB (rank %d)\n", "peak memory", summary.peak_memory.total_bytes / kGiB,
+              summary.gpu_memory_bytes / kGiB, summary.peak_memory_rank);
+  print_memory(summary.peak_memory.by_category);
+  const sim::TimeBreakdown& b = summary.breakdown;
+  const auto share = [&](double seconds) { return summary.step_seconds > 0 ? 100 * seconds / summary.step_seconds : 0.0; };
+  std::printf("time breakdown of rank %d\n", b.rank);
+  std::printf("  %-28s %10.4f s %6.1f %%\n", "compute", b.compute_seconds, share(b.compute_seconds));
+  for (workloads::CollectiveOp op : workloads::all_collective_ops()) {
+    const double seconds = b.exposed_seconds[static_cast<std::size_t>(op)];
+    if (seconds > 0) {
+      std::printf("  %-28s %10.4f s %6.1f %%\n", ("exposed " + std::string(workloads::to_string(op))).c_str(), seconds,
+                  share(seconds));
+    }
+  }
+  std::printf("  %-28s %10.4f s %6.1f %%\n", "idle", b.idle_seconds, share(b.idle_seconds));
+  std::printf("  %-28s %10.4f s (%.0f %% of it hidden behind compute)\n", "communication in flight",
+              b.communication_seconds,
+              b.communication_seconds > 0 ? 100 * (1 - b.exposed_total() / b.communication_seconds) : 0.0);
+}
+
+int run_step(const RunOptions& options) {
+  JobInputs inputs = load_job_inputs(options.job);
+  workloads::StepConfig& step = inputs.step;
+  apply_overlap_level(step.plan, options.overlap);
+  if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
+  if (options.breakdown_rank < 0 || options.breakdown_rank >= step.data_parallel) {
+    throw std::invalid_argument("--rank " + std::to_string(options.breakdown_rank) + ": the job has ranks 0 to " +
+                                std::to_string(step.data_parallel - 1));
+  }
+  const std::vector<int> record = recorded_ranks(options, step.data_parallel, inputs.cluster.node.gpus);
+  const calib::Profile profile = calib::load_profile(options.profile.empty() ? inputs.cluster.profile : options.profile);
+  const topology::Cluster cluster(inputs.cluster);
+  const topology::Router router(cluster);
+
+  const workloads::Program program = workloads::compile_step(step);
+  if (!options.program.empty()) {
+    AtomicOutputFile out(options.program);
+    out.stream() << workloads::program_to_json(program).dump(1) << "\n";
+    out.commit();
+  }
+  sim::StepSimulationOptions simulation;
+  simulation.network = options.network == "analytical" ? sim::NetworkMode::analytical : sim::NetworkMode::flow;
+  auto progress = std::make_shared<ProgressBar>("simulating " + std::to_string(program.total_ops()) + " ops", 100);
+  std::size_t shown = 0;
+  simulation.on_progress = [&](double fraction) {
+    while (shown < static_cast<std::size_t>(fraction * 100)) {
+      progress->advance();
+      ++shown;
+    }
+  };
+  const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile, simulation);
+  progress.reset();
+  const sim::StepSummary summary =
+      sim::summarize_step(program, timeline, profile, inputs.cluster.node.gpu_memory_bytes, options.breakdown_rank);
+  nlohmann::json summary_json = sim::summary_to_json(program, timeline, summary);
+  summary_json["cluster"] = inputs.cluster.name;
+  summary_json["profile"] = profile.name;
+  summary_json["network"] = options.network;
+
+  if (!options.trace.empty()) {
+    AtomicOutputFile out(options.trace);
+    sim::write_chrome_trace(out.stream(), program, timeline, record);
+    out.commit();
+  }
+  if (!options.h5.empty()) sim::write_hdf5_timeline(options.h5, program, timeline, record, cluster, summary_json);
+  if (options.json) {
+    std::cout << summary_json.dump(2) << "\n";
+  } else {
+    print_table(program, timeline, summary, inputs.cluster.name);
+  }
+  return timeline.out_of_memory ? 1 : 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* command = app.add_subcommand("run", "Simulate one training step: step time, MFU, memory, breakdown");
+  command->footer(
+      "Example:\n"
+      "  shardsim run --cluster dgx-a100-1024 --model llama-7b --plan zero3\n"
+      "  shardsim run --cluster a800-1024 --model llama-30b --plan amsp-llama30b \\\n"
+      "               --training seq4096-mbs1-4m-tokens-full-recompute --gpus 64 --overlap ag-rs\n"
+      "  shardsim run --model llama-13b --deepspeed ds_config.json --gpus 64 --trace step.json --h5 step.h5\n"
+      "Exit code 1 when the plan does not fit in GPU memory (reported, with the breakdown at\n"
+      "the failing allocation), 2 on bad input. Every rank is simulated; --record-ranks picks the\n"
+      "ranks --trace and --h5 write (default: the first node's).");
+  add_job_options(*command, options->job);
+  command->add_option("--profile", options->profile, "Calibration profile JSON or preset (default: the cluster's)");
+  command->add_option("--network", options->network, "flow: shared links, max-min fair; analytical: alpha-beta")
+      ->check(CLI::IsMember({"flow", "analytical"}))
+      ->capture_default_str();
+  command->add_option("--overlap", options->overlap,
+                      "Overlaps, as the plan says or one of AMSP's ablation levels: all (AG/RS + AR + BC), "
+                      "ag-rs+ar, ag-rs, none")
+      ->check(CLI::IsMember({"plan", "all", "ag-rs+ar", "ag-rs", "none"}))
+      ->capture_default_str();
+  command->add_option("--behaviour", options->behaviour,
+                      "DeepSpeed/MiCS limitations: as the plan says, as_implemented or ideal")
+      ->check(CLI::IsMember({"plan", "as_implemented", "ideal"}))
+      ->capture_default_str();
+  command->add_option("--rank", options->breakdown_rank, "Rank whose time breakdown is shown")->capture_default_str();
+  command->add_option("--record-ranks", options->record_ranks, "Ranks written to --trace/--h5: list (0,3,8-15) or all");
+  command->add_option("--trace", options->trace, "Write a Chrome trace (Perfetto) of the recorded ranks");
+  command->add_option("--h5", options->h5, "Write the timeline of the recorded ranks as HDF5 (schema in the README)");
+  command->add_option("--program", options->program, "Write the compiled Program as JSON");
+  command->add_flag("--json", options->json, "Print one JSON object instead of the table");
+  command->callback([options, &exit_code] { exit_code = run_step(*options); });
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,96 @@
+#include "sim/step/chrome_trace.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+namespace shardsim::sim {
+
+using workloads::OpKind;
+
+std::vector<std::vector<std::int64_t>> collective_call_ids(const workloads::Program& program) {
+  std::map<std::tuple<int, int, std::uint64_t>, std::int64_t> id_of_call;
+  std::vector<std::vector<std::int64_t>> ids(static_cast<std::size_t>(program.ranks));
+  for (int rank = 0; rank < program.ranks; ++rank) {
+    const auto& ops = program.program_of(rank).ops;
+    std::vector<std::uint64_t> calls(program.communicators.size(), 0);
+    auto& mine = ids[static_cast<std::size_t>(rank)];
+    mine.assign(ops.size(), -1);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind != OpKind::collective) continue;
+      const auto c = static_cast<std::size_t>(ops[i].communicator);
+      const int group = program.communicators[c].group_of_rank[static_cast<std::size_t>(rank)];
+      const auto key = std::make_tuple(ops[i].communicator, group, calls[c]++);
+      const auto [it, added] = id_of_call.try_emplace(key, static_cast<std::int64_t>(id_of_call.size()));
+      mine[i] = it->second;
+    }
+  }
+  return ids;
+}
+
+void write_chrome_trace(std::ostream& out, const workloads::Program& program, const StepTimeline& timeline,
+                        const std::vector<int>& ranks) {
+  const auto us = [](TimePs t) { return microseconds_from_picoseconds(t); };
+  const auto call_ids = collective_call_ids(program);
+  bool first = true;
+  const auto emit = [&](const nlohmann::json& event) {
+    out << (first ? "\n" : ",\n") << event.dump();
+    first = false;
+  };
+  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  // Per call: the recorded members so far, to chain flow arrows through them.
+  std::map<std::int64_t, std::pair<int, TimePs>> previous_member;
+  std::int64_t flow_id = 0;
+  for (int rank : ranks) {
+    const auto& rank_program = program.program_of(rank);
+    const auto& timings = timeline.ops[static_cast<std::size_t>(rank)];
+    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
+    for (std::size_t s = 0; s < program.streams.size(); ++s) {
+      emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", s}, {"args", {{"name", program.streams[s]}}}});
+    }
+    double memory = 0;
+    for (double bytes : rank_program.resident_bytes) memory += bytes;
+    emit({{"ph", "C"}, {"name", "memory GiB"}, {"pid", rank}, {"ts", 0.0}, {"args", {{"GiB", memory / (1 << 30)}}}});
+    for (std::size_t i = 0; i < rank_program.ops.size(); ++i) {
+      const workloads::Op& op = rank_program.ops[i];
+      const OpTiming& t = timings[i];
+      if (t.start < 0 || t.end < 0) continue;
+      if (op.kind == OpKind::memory) {
+        memory += op.bytes;
+        emit({{"ph", "C"}, {"name", "memory GiB"}, {"pid", rank}, {"ts", us(t.start)}, {"args", {{"GiB", memory / (1 << 30)}}}});
+        continue;
+      }
+      nlohmann::json args;
+      std::string category;
+      if (op.kind == OpKind::compute) {
+        category = std::string(workloads::to_string(op.kernel));
+        args = {{"flops", op.flops}, {"hbm_bytes", op.hbm_bytes}};
+      } else {
+        category = std::string(workloads::to_string(op.collective));
+        const auto& communicator = program.communicators[static_cast<std::size_t>(op.communicator)];
+        args = {{"bytes", op.bytes}, {"communicator", communicator.name}, {"group_size", communicator.group_size()},
+                {"call", call_ids[static_cast<std::size_t>(rank)][i]}};
+      }
+      emit({{"ph", "X"}, {"name", op.name}, {"cat", category}, {"pid", rank}, {"tid", op.stream}, {"ts", us(t.start)},
+            {"dur", us(t.end - t.start)}, {"args", args}});
+      if (op.kind == OpKind::collective) {
+        const std::int64_t call = call_ids[static_cast<std::size_t>(rank)][i];
+        const auto found = previous_member.find(call);
+        if (found != previous_member.end()) {
+          const auto [from_rank, from_time] = found->second;
+          const int from_tid = op.stream;
+          emit({{"ph", "s"}, {"name", "collective"}, {"cat", "collective"}, {"id", flow_id}, {"pid", from_rank},
+                {"tid", from_tid}, {"ts", us(from_time)}});
+          emit({{"ph", "f"}, {"bp", "e"}, {"name", "collective"}, {"cat", "collective"}, {"id", flow_id}, {"pid", rank},
+                {"tid", op.stream}, {"ts", us(t.start)}});
+          ++flow_id;
+        }
+        previous_member[call] = {rank, t.start};
+      }
+    }
+  }
+  out << "\n]}\n";
+}
+
+}  // namespace shardsim::sim

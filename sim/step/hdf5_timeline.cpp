@@ -1,0 +1,226 @@
+#include "sim/step/hdf5_timeline.h"
+
+#include "sim/step/chrome_trace.h"
+#include "topology/json_input.h"
+
+#include <hdf5.h>
+
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace shardsim::sim {
+
+namespace {
+
+constexpr std::size_t kNameLength = 96;
+constexpr std::size_t kLabelLength = 24;
+
+struct OpRow {
+  std::int32_t rank;
+  std::uint32_t op;
+  char name[kNameLength];
+  char kind[kLabelLength];
+  char op_class[kLabelLength];
+  char stream[kLabelLength];
+  double start_seconds;
+  double end_seconds;
+  double flops;
+  double bytes;
+  std::int32_t group_size;
+  std::int64_t call;
+};
+
+struct MemoryRow {
+  std::int32_t rank;
+  double time_seconds;
+  char category[kLabelLength];
+  double delta_bytes;
+  double total_bytes;
+};
+
+struct LinkRow {
+  std::int32_t link;
+  char kind[kLabelLength];
+  double bytes;
+  double capacity_bytes_per_second;
+  double utilisation;
+};
+
+template <std::size_t N>
+void copy_label(char (&field)[N], std::string_view text) {
+  std::memset(field, 0, N);
+  std::memcpy(field, text.data(), std::min(text.size(), N - 1));
+}
+
+// Closes an HDF5 handle when it leaves scope.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t), const char* what) : id_(id), close_(close) {
+    if (id < 0) throw std::runtime_error(std::string("HDF5: cannot create ") + what);
+  }
+  ~Handle() { close_(id_); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+hid_t string_type(std::size_t length) {
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, length);
+  H5Tset_strpad(type, H5T_STR_NULLTERM);
+  return type;
+}
+
+template <typename Row>
+void write_table(hid_t file, const char* name, hid_t type, const std::vector<Row>& rows) {
+  const hsize_t count = rows.size();
+  const hsize_t unlimited = H5S_UNLIMITED;
+  Handle space(H5Screate_simple(1, &count, &unlimited), H5Sclose, "dataspace");
+  Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "property list");
+  const hsize_t chunk = std::max<hsize_t>(1, std::min<hsize_t>(count, 4096));
+  H5Pset_chunk(properties, 1, &chunk);
+  Handle dataset(H5Dcreate2(file, name, type, space, H5P_DEFAULT, properties, H5P_DEFAULT), H5Dclose, name);
+  if (!rows.empty() && H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
+    throw std::runtime_error(std::string("HDF5: cannot write ") + name);
+  }
+}
+
+void write_string_attribute(hid_t file, const char* name, const std::string& value) {
+  Handle type(string_type(value.size() + 1), H5Tclose, "string type");
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "dataspace");
+  Handle attribute(H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, name);
+  H5Awrite(attribute, type, value.c_str());
+}
+
+void write_double_attribute(hid_t file, const char* name, double value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "dataspace");
+  Handle attribute(H5Acreate2(file, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, name);
+  H5Awrite(attribute, H5T_NATIVE_DOUBLE, &value);
+}
+
+void write_file(const std::string& path, const workloads::Program& program, const StepTimeline& timeline,
+                const std::vector<int>& ranks, const topology::Cluster& cluster, const nlohmann::json& summary) {
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "file");
+  Handle name_type(string_type(kNameLength), H5Tclose, "string type");
+  Handle label_type(string_type(kLabelLength), H5Tclose, "string type");
+
+  Handle op_type(H5Tcreate(H5T_COMPOUND, sizeof(OpRow)), H5Tclose, "compound type");
+  H5Tinsert(op_type, "rank", HOFFSET(OpRow, rank), H5T_NATIVE_INT32);
+  H5Tinsert(op_type, "op", HOFFSET(OpRow, op), H5T_NATIVE_UINT32);
+  H5Tinsert(op_type, "name", HOFFSET(OpRow, name), name_type);
+  H5Tinsert(op_type, "kind", HOFFSET(OpRow, kind), label_type);
+  H5Tinsert(op_type, "class", HOFFSET(OpRow, op_class), label_type);
+  H5Tinsert(op_type, "stream", HOFFSET(OpRow, stream), label_type);
+  H5Tinsert(op_type, "start_seconds", HOFFSET(OpRow, start_seconds), H5T_NATIVE_DOUBLE);
+  H5Tinsert(op_type, "end_seconds", HOFFSET(OpRow, end_seconds), H5T_NATIVE_DOUBLE);
+  H5Tinsert(op_type, "flops", HOFFSET(OpRow, flops), H5T_NATIVE_DOUBLE);
+  H5Tinsert(op_type, "bytes", HOFFSET(OpRow, bytes), H5T_NATIVE_DOUBLE);
+  H5Tinsert(op_type, "group_size", HOFFSET(OpRow, group_size), H5T_NATIVE_INT32);
+  H5Tinsert(op_type, "call", HOFFSET(OpRow, call), H5T_NATIVE_INT64);
+
+  Handle memory_type(H5Tcreate(H5T_COMPOUND, sizeof(MemoryRow)), H5Tclose, "compound type");
+  H5Tinsert(memory_type, "rank", HOFFSET(MemoryRow, rank), H5T_NATIVE_INT32);
+  H5Tinsert(memory_type, "time_seconds", HOFFSET(MemoryRow, time_seconds), H5T_NATIVE_DOUBLE);
+  H5Tinsert(memory_type, "category", HOFFSET(MemoryRow, category), label_type);
+  H5Tinsert(memory_type, "delta_bytes", HOFFSET(MemoryRow, delta_bytes), H5T_NATIVE_DOUBLE);
+  H5Tinsert(memory_type, "total_bytes", HOFFSET(MemoryRow, total_bytes), H5T_NATIVE_DOUBLE);
+
+  Handle link_type(H5Tcreate(H5T_COMPOUND, sizeof(LinkRow)), H5Tclose, "compound type");
+  H5Tinsert(link_type, "link", HOFFSET(LinkRow, link), H5T_NATIVE_INT32);
+  H5Tinsert(link_type, "kind", HOFFSET(LinkRow, kind), label_type);
+  H5Tinsert(link_type, "bytes", HOFFSET(LinkRow, bytes), H5T_NATIVE_DOUBLE);
+  H5Tinsert(link_type, "capacity_bytes_per_second", HOFFSET(LinkRow, capacity_bytes_per_second), H5T_NATIVE_DOUBLE);
+  H5Tinsert(link_type, "utilisation", HOFFSET(LinkRow, utilisation), H5T_NATIVE_DOUBLE);
+
+  const auto call_ids = collective_call_ids(program);
+  std::vector<OpRow> op_rows;
+  std::vector<MemoryRow> memory_rows;
+  for (int rank : ranks) {
+    const auto& rank_program = program.program_of(rank);
+    const auto& timings = timeline.ops[static_cast<std::size_t>(rank)];
+    double total = 0;
+    for (double bytes : rank_program.resident_bytes) total += bytes;
+    for (std::size_t i = 0; i < rank_program.ops.size(); ++i) {
+      const workloads::Op& op = rank_program.ops[i];
+      OpRow row{};
+      row.rank = rank;
+      row.op = static_cast<std::uint32_t>(i);
+      copy_label(row.name, op.name);
+      copy_label(row.kind, workloads::to_string(op.kind));
+      copy_label(row.stream, program.streams[static_cast<std::size_t>(op.stream)]);
+      row.start_seconds = timings[i].start < 0 ? -1 : seconds_from_picoseconds(timings[i].start);
+      row.end_seconds = timings[i].end < 0 ? -1 : seconds_from_picoseconds(timings[i].end);
+      row.call = call_ids[static_cast<std::size_t>(rank)][i];
+      row.group_size = 1;
+      switch (op.kind) {
+        case workloads::OpKind::compute:
+          copy_label(row.op_class, workloads::to_string(op.kernel));
+          row.flops = op.flops;
+          row.bytes = op.hbm_bytes;
+          break;
+        case workloads::OpKind::collective:
+          copy_label(row.op_class, workloads::to_string(op.collective));
+          row.bytes = op.bytes;
+          row.group_size = program.communicators[static_cast<std::size_t>(op.communicator)].group_size();
+          break;
+        case workloads::OpKind::memory:
+          copy_label(row.op_class, workloads::to_string(op.memory));
+          row.bytes = op.bytes;
+          if (timings[i].start >= 0) {
+            total += op.bytes;
+            MemoryRow memory{};
+            memory.rank = rank;
+            memory.time_seconds = row.start_seconds;
+            copy_label(memory.category, workloads::to_string(op.memory));
+            memory.delta_bytes = op.bytes;
+            memory.total_bytes = total;
+            memory_rows.push_back(memory);
+          }
+          break;
+      }
+      op_rows.push_back(row);
+    }
+  }
+  std::vector<LinkRow> link_rows;
+  const double step = seconds_from_picoseconds(timeline.step_time);
+  for (std::size_t l = 0; l < timeline.link_bytes.size(); ++l) {
+    const topology::Link& link = cluster.links()[l];
+    LinkRow row{};
+    row.link = static_cast<std::int32_t>(l);
+    copy_label(row.kind, topology::to_string(link.kind));
+    row.bytes = timeline.link_bytes[l];
+    row.capacity_bytes_per_second = link.bytes_per_second;
+    row.utilisation = step > 0 ? row.bytes / (link.bytes_per_second * step) : 0;
+    link_rows.push_back(row);
+  }
+  write_table(file, "ops", op_type, op_rows);
+  write_table(file, "memory", memory_type, memory_rows);
+  write_table(file, "links", link_type, link_rows);
+  write_string_attribute(file, "schema", "shardsim-timeline-1");
+  write_string_attribute(file, "summary_json", summary.dump());
+  write_double_attribute(file, "step_seconds", step);
+}
+
+}  // namespace
+
+void write_hdf5_timeline(const std::string& path, const workloads::Program& program, const StepTimeline& timeline,
+                         const std::vector<int>& ranks, const topology::Cluster& cluster, const nlohmann::json& summary) {
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors surface as exceptions, not HDF5's stack dump
+  try {
+    write_file(temporary, program, timeline, ranks, cluster, summary);
+    std::filesystem::rename(temporary, path);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw InputError(path + ": cannot write HDF5 (" + e.what() + ")");
+  }
+}
+
+}  // namespace shardsim::sim

@@ -1,0 +1,34 @@
+// A step Timeline as HDF5 (FORMATS.md): chunked, growable 1-D datasets of
+// compound rows, readable with h5py and pandas.DataFrame(f["ops"][:]).
+//   /ops     one row per op of the recorded ranks: rank, op (index in the
+//            rank's program), name, kind (compute | collective | memory),
+//            class (gemm, attention, elementwise, optimizer; the collective;
+//            or the memory category), stream, start_seconds, end_seconds,
+//            flops, bytes (HBM bytes of a kernel, buffer bytes of a
+//            collective, +allocated / -freed bytes of a memory op),
+//            group_size, call (collective call id shared by its members, -1
+//            otherwise);
+//   /memory  per recorded rank, its memory after every allocation or free:
+//            rank, time_seconds, category, delta_bytes, total_bytes;
+//   /links   per link (flow mode): link, kind, bytes, capacity_bytes_per_second,
+//            utilisation (bytes / (capacity x step time)).
+// The root group carries the run's summary as attributes: summary_json
+// (the `shardsim run --json` object), step_seconds, schema ("shardsim-timeline-1").
+// The file is written beside `path` and renamed into place when complete.
+#pragma once
+
+#include "sim/step/step_simulator.h"
+#include "topology/cluster.h"
+#include "workloads/program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace shardsim::sim {
+
+void write_hdf5_timeline(const std::string& path, const workloads::Program& program, const StepTimeline& timeline,
+                         const std::vector<int>& ranks, const topology::Cluster& cluster, const nlohmann::json& summary);
+
+}  // namespace shardsim::sim

@@ -1,0 +1,56 @@
+// What a capacity planner reads off a simulated step: step time, MFU,
+// tokens per GPU per second, peak memory with its breakdown, and where one
+// rank's time went.
+//
+// The time breakdown cuts the rank's step into instants: compute while a
+// kernel runs; otherwise exposed communication while a collective is in
+// flight (issued and not yet done, waiting for peers included), shared
+// equally among the kinds in flight; otherwise idle. The three add up to the
+// step time exactly. `communication_seconds` is the time any collective is
+// in flight, hidden or not, so exposed / communication says how much the
+// overlaps hid.
+#pragma once
+
+#include "calib/profile.h"
+#include "sim/step/step_simulator.h"
+#include "workloads/program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+
+namespace shardsim::sim {
+
+struct TimeBreakdown {
+  int rank = 0;
+  double compute_seconds = 0;
+  std::array<double, 7> exposed_seconds{};  // by CollectiveOp
+  double idle_seconds = 0;
+  double communication_seconds = 0;
+  double exposed_total() const;
+};
+
+struct StepSummary {
+  double step_seconds = 0;
+  double model_flops_per_step = 0;
+  double tokens_per_step = 0;
+  int gpus = 0;
+  double peak_flops_per_gpu = 0;  // of the program's dtype, from the profile
+  double mfu = 0;                 // model FLOPs / (step time x GPUs x peak)
+  double tokens_per_gpu_per_second = 0;
+  int peak_memory_rank = 0;       // the rank with the highest peak
+  MemoryPeak peak_memory;
+  double gpu_memory_bytes = 0;
+  TimeBreakdown breakdown;
+};
+
+TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeline& timeline, int rank);
+
+// The program's description must carry model_flops_per_step, tokens_per_step
+// and dtype (compile_step() writes them).
+StepSummary summarize_step(const workloads::Program& program, const StepTimeline& timeline,
+                           const calib::Profile& profile, double gpu_memory_bytes, int breakdown_rank = 0);
+
+nlohmann::json summary_to_json(const workloads::Program& program, const StepTimeline& timeline, const StepSummary& summary);
+
+}  // namespace shardsim::sim

@@ -1,0 +1,409 @@
+#include "sim/step/step_simulator.h"
+
+#include "sim/collectives/selection.h"
+#include "sim/step/kernel_time.h"
+#include "topology/json_input.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <tuple>
+
+namespace shardsim::sim {
+
+namespace {
+
+using workloads::CollectiveOp;
+using workloads::Op;
+using workloads::OpKind;
+using workloads::Program;
+using workloads::RankProgram;
+
+// What every rank running one RankProgram shares: kernel durations, the
+// reverse dependency lists and each stream's op order.
+struct ProgramIndex {
+  std::vector<TimePs> kernel_duration;
+  std::vector<std::uint32_t> dependents_begin;  // CSR over ops: dependents of op i are
+  std::vector<std::uint32_t> dependents;        // dependents[begin[i] .. begin[i + 1])
+  std::vector<std::vector<std::uint32_t>> stream_ops;
+};
+
+ProgramIndex index_program(const RankProgram& program, std::size_t streams, const calib::Profile& profile) {
+  ProgramIndex index;
+  const std::size_t n = program.ops.size();
+  index.kernel_duration.assign(n, 0);
+  index.stream_ops.resize(streams);
+  std::vector<std::uint32_t> count(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = program.ops[i];
+    if (op.kind == OpKind::compute) index.kernel_duration[i] = picoseconds_from_seconds(kernel_seconds(op, profile));
+    index.stream_ops[static_cast<std::size_t>(op.stream)].push_back(static_cast<std::uint32_t>(i));
+    for (std::uint32_t dep : op.deps) ++count[dep + 1];
+  }
+  for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  index.dependents_begin = count;
+  index.dependents.resize(count[n]);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::uint32_t dep : program.ops[i].deps) index.dependents[count[dep]++] = static_cast<std::uint32_t>(i);
+  }
+  return index;
+}
+
+// A compute op in flight, tracked only when interference can change its speed.
+struct RunningKernel {
+  std::uint32_t op = 0;
+  double remaining_ps = 0;  // at full speed
+  double speed = 1;
+  TimePs since = 0;
+  EventId event = kNoEvent;
+  bool active = false;
+};
+
+struct RankState {
+  int program = 0;
+  std::vector<std::uint32_t> pending;  // unfinished dependencies per op
+  std::vector<std::uint32_t> stream_head;
+  std::vector<char> stream_busy;
+  std::vector<std::uint32_t> calls;  // collective calls made, per communicator
+  MemoryBytes memory{};
+  double memory_total = 0;
+  int collectives_moving = 0;
+  std::vector<RunningKernel> running;  // per stream
+};
+
+// The k-th call on one group: its members as they issue it.
+struct Instance {
+  int arrived = 0;
+  CollectiveOp kind = CollectiveOp::all_reduce;
+  double bytes = 0;
+  int root = 0;
+  bool done = false;
+  std::vector<std::pair<int, std::uint32_t>> members;  // (rank, op)
+};
+
+struct GroupCalls {
+  std::uint64_t first = 0;  // call number of instances.front()
+  std::deque<Instance> instances;
+};
+
+// NCCL's choice for one group and call shape, and the plans it has needed.
+struct GroupAlgorithms {
+  std::unique_ptr<GroupLayout> layout;
+  std::unique_ptr<AlgorithmChooser> chooser;
+  std::map<std::pair<Algorithm, Protocol>, std::shared_ptr<const TransferPlan>> plans;
+};
+
+class StepSimulation {
+ public:
+  StepSimulation(const Program& program, const topology::Cluster& cluster, const topology::Router& router,
+                 const calib::Profile& profile, const StepSimulationOptions& options)
+      : program_(program),
+        cluster_(cluster),
+        router_(router),
+        profile_(profile),
+        options_(options),
+        capacity_(cluster.spec().node.gpu_memory_bytes),
+        slowdown_(profile.compute.interference_slowdown) {
+    if (options.network == NetworkMode::flow) {
+      network_ = std::make_unique<FlowNetwork>(engine_, achievable_link_capacities(cluster, profile));
+    }
+  }
+
+  StepTimeline run();
+
+ private:
+  void drain();
+  void try_stream(int rank, int stream);
+  void start(int rank, std::uint32_t op);
+  void finish(int rank, std::uint32_t op);
+  void arrive(int rank, std::uint32_t op);
+  void launch(int communicator, int group, std::uint64_t call);
+  void land(int communicator, int group, std::uint64_t call);
+  void set_moving(int rank, int delta);
+  void schedule_kernel(int rank, int stream, RunningKernel& kernel);
+  GroupAlgorithms& algorithms(int communicator, int group, const Instance& instance);
+
+  const Op& op_of(int rank, std::uint32_t op) const {
+    return program_.programs[static_cast<std::size_t>(ranks_[static_cast<std::size_t>(rank)].program)].ops[op];
+  }
+  const ProgramIndex& index_of(int rank) const {
+    return indexes_[static_cast<std::size_t>(ranks_[static_cast<std::size_t>(rank)].program)];
+  }
+
+  const Program& program_;
+  const topology::Cluster& cluster_;
+  const topology::Router& router_;
+  const calib::Profile& profile_;
+  const StepSimulationOptions& options_;
+  double capacity_;
+  double slowdown_;
+
+  EventEngine engine_;
+  std::unique_ptr<FlowNetwork> network_;
+  std::vector<ProgramIndex> indexes_;
+  std::vector<RankState> ranks_;
+  std::vector<std::vector<GroupCalls>> calls_;  // [communicator][group]
+  std::map<std::tuple<int, int, CollectiveOp, int>, GroupAlgorithms> algorithms_;
+  std::vector<std::pair<int, int>> ready_;  // (rank, stream) to look at
+  StepTimeline timeline_;
+  bool stopped_ = false;
+  std::size_t finished_ = 0;
+  std::size_t total_ops_ = 0;
+  std::size_t next_progress_ = 0;
+};
+
+StepTimeline StepSimulation::run() {
+  if (program_.ranks > cluster_.gpu_count()) {
+    throw InputError("the program has " + std::to_string(program_.ranks) + " ranks but cluster " +
+                     cluster_.spec().name + " has " + std::to_string(cluster_.gpu_count()) + " GPUs");
+  }
+  const std::size_t streams = program_.streams.size();
+  for (const RankProgram& rank_program : program_.programs) {
+    indexes_.push_back(index_program(rank_program, streams, profile_));
+  }
+  calls_.resize(program_.communicators.size());
+  for (std::size_t c = 0; c < program_.communicators.size(); ++c) {
+    calls_[c].resize(program_.communicators[c].groups.size());
+  }
+  ranks_.resize(static_cast<std::size_t>(program_.ranks));
+  timeline_.ops.resize(ranks_.size());
+  timeline_.peak_memory.resize(ranks_.size());
+  for (int rank = 0; rank < program_.ranks; ++rank) {
+    RankState& state = ranks_[static_cast<std::size_t>(rank)];
+    state.program = program_.program_of_rank[static_cast<std::size_t>(rank)];
+    const RankProgram& rank_program = program_.program_of(rank);
+    state.pending.resize(rank_program.ops.size());
+    for (std::size_t i = 0; i < rank_program.ops.size(); ++i) {
+      state.pending[i] = static_cast<std::uint32_t>(rank_program.ops[i].deps.size());
+    }
+    state.stream_head.assign(streams, 0);
+    state.stream_busy.assign(streams, 0);
+    state.calls.assign(program_.communicators.size(), 0);
+    state.running.resize(streams);
+    for (std::size_t c = 0; c < state.memory.size(); ++c) {
+      state.memory[c] = rank_program.resident_bytes[c];
+      state.memory_total += state.memory[c];
+    }
+    timeline_.peak_memory[static_cast<std::size_t>(rank)] = {state.memory_total, state.memory, 0};
+    timeline_.ops[static_cast<std::size_t>(rank)].resize(rank_program.ops.size());
+    total_ops_ += rank_program.ops.size();
+    for (std::size_t s = 0; s < streams; ++s) ready_.emplace_back(rank, static_cast<int>(s));
+  }
+  next_progress_ = total_ops_ / 100;
+  drain();
+  while (!stopped_ && engine_.step()) {
+  }
+  if (!stopped_ && finished_ != total_ops_) {
+    for (int rank = 0; rank < program_.ranks; ++rank) {
+      const auto& ops = timeline_.ops[static_cast<std::size_t>(rank)];
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i].end < 0) {
+          throw std::runtime_error("the program deadlocks: op " + op_of(rank, static_cast<std::uint32_t>(i)).name +
+                                   " of rank " + std::to_string(rank) + " never " +
+                                   (ops[i].start < 0 ? "starts" : "ends"));
+        }
+      }
+    }
+  }
+  for (const auto& ops : timeline_.ops) {
+    for (const OpTiming& timing : ops) timeline_.step_time = std::max(timeline_.step_time, timing.end);
+  }
+  if (network_) timeline_.link_bytes = network_->link_bytes();
+  timeline_.events = engine_.fired();
+  return std::move(timeline_);
+}
+
+void StepSimulation::drain() {
+  while (!ready_.empty() && !stopped_) {
+    const auto [rank, stream] = ready_.back();
+    ready_.pop_back();
+    try_stream(rank, stream);
+  }
+}
+
+void StepSimulation::try_stream(int rank, int stream) {
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const auto& order = index_of(rank).stream_ops[static_cast<std::size_t>(stream)];
+  auto& head = state.stream_head[static_cast<std::size_t>(stream)];
+  while (!stopped_ && !state.stream_busy[static_cast<std::size_t>(stream)] && head < order.size()) {
+    const std::uint32_t op = order[head];
+    if (state.pending[op] > 0) return;
+    ++head;
+    start(rank, op);
+  }
+}
+
+void StepSimulation::start(int rank, std::uint32_t index) {
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const Op& op = op_of(rank, index);
+  timeline_.ops[static_cast<std::size_t>(rank)][index].start = engine_.now();
+  switch (op.kind) {
+    case OpKind::memory: {
+      const auto category = static_cast<std::size_t>(op.memory);
+      state.memory[category] += op.bytes;
+      state.memory_total += op.bytes;
+      if (op.bytes > 0 && state.memory_total > capacity_) {
+        timeline_.out_of_memory = OutOfMemory{rank, op.name, engine_.now(), capacity_, op.bytes, state.memory};
+        stopped_ = true;
+        return;
+      }
+      MemoryPeak& peak = timeline_.peak_memory[static_cast<std::size_t>(rank)];
+      if (state.memory_total > peak.total_bytes) peak = {state.memory_total, state.memory, engine_.now()};
+      finish(rank, index);
+      return;
+    }
+    case OpKind::compute: {
+      const auto stream = static_cast<std::size_t>(op.stream);
+      state.stream_busy[stream] = 1;
+      const TimePs work = index_of(rank).kernel_duration[index];
+      if (slowdown_ > 0) {
+        RunningKernel& kernel = state.running[stream];
+        kernel = {index, static_cast<double>(work), state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0,
+                  engine_.now(), kNoEvent, true};
+        schedule_kernel(rank, op.stream, kernel);
+      } else {
+        engine_.schedule_after(work, [this, rank, index] {
+          finish(rank, index);
+          drain();
+        });
+      }
+      return;
+    }
+    case OpKind::collective:
+      state.stream_busy[static_cast<std::size_t>(op.stream)] = 1;
+      arrive(rank, index);
+      return;
+  }
+}
+
+void StepSimulation::schedule_kernel(int rank, int stream, RunningKernel& kernel) {
+  const TimePs left = static_cast<TimePs>(std::llround(kernel.remaining_ps / kernel.speed));
+  const std::uint32_t index = kernel.op;
+  kernel.event = engine_.schedule_after(left, [this, rank, stream, index] {
+    ranks_[static_cast<std::size_t>(rank)].running[static_cast<std::size_t>(stream)].active = false;
+    finish(rank, index);
+    drain();
+  });
+}
+
+void StepSimulation::set_moving(int rank, int delta) {
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const bool was = state.collectives_moving > 0;
+  state.collectives_moving += delta;
+  const bool is = state.collectives_moving > 0;
+  if (slowdown_ <= 0 || was == is) return;
+  const double speed = is ? 1 / (1 + slowdown_) : 1.0;
+  for (std::size_t s = 0; s < state.running.size(); ++s) {
+    RunningKernel& kernel = state.running[s];
+    if (!kernel.active) continue;
+    kernel.remaining_ps -= static_cast<double>(engine_.now() - kernel.since) * kernel.speed;
+    kernel.remaining_ps = std::max(kernel.remaining_ps, 0.0);
+    kernel.speed = speed;
+    kernel.since = engine_.now();
+    engine_.cancel(kernel.event);
+    schedule_kernel(rank, static_cast<int>(s), kernel);
+  }
+}
+
+void StepSimulation::finish(int rank, std::uint32_t index) {
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const Op& op = op_of(rank, index);
+  timeline_.ops[static_cast<std::size_t>(rank)][index].end = engine_.now();
+  state.stream_busy[static_cast<std::size_t>(op.stream)] = 0;
+  ready_.emplace_back(rank, op.stream);
+  const ProgramIndex& program_index = index_of(rank);
+  for (std::uint32_t d = program_index.dependents_begin[index]; d < program_index.dependents_begin[index + 1]; ++d) {
+    const std::uint32_t dependent = program_index.dependents[d];
+    if (--state.pending[dependent] == 0) ready_.emplace_back(rank, op_of(rank, dependent).stream);
+  }
+  if (++finished_ >= next_progress_ && options_.on_progress) {
+    options_.on_progress(static_cast<double>(finished_) / static_cast<double>(total_ops_));
+    next_progress_ = finished_ + std::max<std::size_t>(total_ops_ / 100, 1);
+  }
+}
+
+void StepSimulation::arrive(int rank, std::uint32_t index) {
+  const Op& op = op_of(rank, index);
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const auto& communicator = program_.communicators[static_cast<std::size_t>(op.communicator)];
+  const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
+  GroupCalls& calls = calls_[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)];
+  const std::uint64_t call = state.calls[static_cast<std::size_t>(op.communicator)]++;
+  while (calls.first + calls.instances.size() <= call) calls.instances.emplace_back();
+  Instance& instance = calls.instances[call - calls.first];
+  if (instance.arrived == 0) {
+    instance.kind = op.collective;
+    instance.bytes = op.bytes;
+    instance.root = op.root;
+  } else if (instance.kind != op.collective || instance.bytes != op.bytes || instance.root != op.root) {
+    throw std::logic_error("collective mismatch: op " + op.name + " of rank " + std::to_string(rank) +
+                           " meets a different call on communicator " + communicator.name);
+  }
+  instance.members.emplace_back(rank, index);
+  if (++instance.arrived == communicator.group_size()) launch(op.communicator, group, call);
+}
+
+GroupAlgorithms& StepSimulation::algorithms(int communicator, int group, const Instance& instance) {
+  auto& entry = algorithms_[{communicator, group, instance.kind, instance.root}];
+  if (!entry.chooser) {
+    const auto& ranks = program_.communicators[static_cast<std::size_t>(communicator)].groups[static_cast<std::size_t>(group)];
+    entry.layout = std::make_unique<GroupLayout>(make_group_layout(cluster_, {ranks.begin(), ranks.end()}));
+    const CollectiveContext context{cluster_, router_, profile_, *entry.layout};
+    entry.chooser = std::make_unique<AlgorithmChooser>(context, CollectiveCall{instance.kind, instance.root});
+  }
+  return entry;
+}
+
+void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
+  GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
+  const Instance& instance = calls.instances[call - calls.first];
+  ++timeline_.collectives;
+  for (const auto& [rank, op] : instance.members) set_moving(rank, +1);
+  if (instance.members.size() == 1 || instance.bytes == 0) {
+    engine_.schedule_after(0, [this, communicator, group, call] { land(communicator, group, call); });
+    return;
+  }
+  GroupAlgorithms& chosen = algorithms(communicator, group, instance);
+  const AlgorithmCandidate& choice = chosen.chooser->choose(instance.bytes);
+  if (!network_) {
+    engine_.schedule_after(picoseconds_from_seconds(choice.cost.seconds(instance.bytes)),
+                           [this, communicator, group, call] { land(communicator, group, call); });
+    return;
+  }
+  auto& plan = chosen.plans[{choice.algorithm, choice.protocol}];
+  if (!plan) {
+    const CollectiveContext context{cluster_, router_, profile_, *chosen.layout};
+    plan = std::make_shared<const TransferPlan>(collective_algorithm(choice.algorithm)
+                                                    .plan(context, CollectiveCall{instance.kind, instance.root},
+                                                          choice.protocol));
+  }
+  run_transfer_plan(engine_, *network_, plan, instance.bytes,
+                    [this, communicator, group, call] { land(communicator, group, call); });
+}
+
+void StepSimulation::land(int communicator, int group, std::uint64_t call) {
+  GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
+  Instance& instance = calls.instances[call - calls.first];
+  for (const auto& [rank, op] : instance.members) {
+    set_moving(rank, -1);
+    finish(rank, op);
+  }
+  instance.done = true;
+  while (!calls.instances.empty() && calls.instances.front().done) {
+    calls.instances.pop_front();
+    ++calls.first;
+  }
+  drain();
+}
+
+}  // namespace
+
+StepTimeline simulate_step(const workloads::Program& program, const topology::Cluster& cluster,
+                           const topology::Router& router, const calib::Profile& profile,
+                           const StepSimulationOptions& options) {
+  return StepSimulation(program, cluster, router, profile, options).run();
+}
+
+}  // namespace shardsim::sim

@@ -1,0 +1,81 @@
+// simulate_step: plays a Program on a modelled cluster and returns the
+// predicted Timeline (DESIGN.md, "Models inside the simulator").
+//
+// Every rank is simulated. Rank r runs on GPU r of the cluster. Per rank:
+//   - each stream runs its ops in program order, one at a time; an op starts
+//     once it is at the head of its stream and every op it depends on has
+//     ended (CUDA streams and events);
+//   - compute ops take kernel_seconds() (kernel_time.h); while any collective
+//     of the same rank is moving data they progress 1 + s times slower, s the
+//     profile's interference_slowdown;
+//   - a collective occupies its stream from the moment the rank issues it. It
+//     starts moving data when every member of its group has issued it (as in
+//     NCCL, so a straggler delays everyone), with the algorithm and protocol
+//     NCCL would pick for its size (selection.h), on one shared FlowNetwork
+//     (contention between concurrent collectives included) or from its
+//     alpha-beta cost (analytical mode, no contention);
+//   - memory ops allocate or free at once; the rank's memory starts at the
+//     program's resident bytes. The first allocation past the GPU's capacity
+//     stops the simulation: the Timeline reports where and with what
+//     breakdown instead of simulating past it.
+#pragma once
+
+#include "calib/profile.h"
+#include "sim/collective_runner.h"
+#include "topology/cluster.h"
+#include "topology/routing.h"
+#include "workloads/program.h"
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardsim::sim {
+
+using MemoryBytes = std::array<double, workloads::kMemoryCategoryCount>;
+
+struct OpTiming {
+  TimePs start = -1;  // when it began to occupy its stream (issued, for a collective)
+  TimePs end = -1;
+};
+
+struct MemoryPeak {
+  double total_bytes = 0;
+  MemoryBytes by_category{};
+  TimePs when = 0;
+};
+
+struct OutOfMemory {
+  int rank = 0;
+  std::string op;            // the allocation that did not fit
+  TimePs when = 0;
+  double capacity_bytes = 0;
+  double requested_bytes = 0;
+  MemoryBytes by_category{};  // what was allocated, the failing request included
+};
+
+struct StepTimeline {
+  std::vector<std::vector<OpTiming>> ops;  // [rank][op of the rank's program]
+  TimePs step_time = 0;                    // the last op's end over all ranks
+  std::vector<MemoryPeak> peak_memory;     // per rank
+  std::optional<OutOfMemory> out_of_memory;
+  std::vector<double> link_bytes;  // per LinkId (flow mode)
+  std::uint64_t events = 0;
+  std::uint64_t collectives = 0;   // collective calls (one per group instance)
+};
+
+struct StepSimulationOptions {
+  NetworkMode network = NetworkMode::flow;
+  // Called about a hundred times over a run, for a progress bar.
+  std::function<void(double fraction_done)> on_progress;
+};
+
+// Throws InputError when the Program has more ranks than the cluster has GPUs
+// or the profile lacks a dtype the Program uses.
+StepTimeline simulate_step(const workloads::Program& program, const topology::Cluster& cluster,
+                           const topology::Router& router, const calib::Profile& profile,
+                           const StepSimulationOptions& options = {});
+
+}  // namespace shardsim::sim

@@ -1,0 +1,436 @@
+#include "workloads/step_compiler.h"
+
+#include "workloads/memory_model.h"
+#include "workloads/transformer_kernels.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+namespace shardsim::workloads {
+
+namespace {
+
+enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream };
+
+// Fused Adam per parameter: reads the bf16 gradient (2 bytes), reads and writes
+// the fp32 master weight and both moments (3 x 8), writes the bf16 weight (2).
+constexpr double kAdamBytesPerParameter = 28;
+constexpr double kAdamFlopsPerParameter = 12;
+
+using OpIndex = std::uint32_t;
+
+class StepBuilder {
+ public:
+  StepBuilder(const StepConfig& config, Program& program)
+      : config_(config),
+        program_(program),
+        ops_(program.programs.front().ops),
+        n_(config.data_parallel),
+        e_(config.training.bytes_per_value) {}
+
+  void build();
+
+ private:
+  struct Communicators {
+    std::optional<int> parameters, secondary, gradient_shards, replicas, update;
+  };
+
+  OpIndex add(Op op) {
+    ops_.push_back(std::move(op));
+    return static_cast<OpIndex>(ops_.size() - 1);
+  }
+  OpIndex kernel(const KernelSpec& spec, const std::string& prefix, std::vector<OpIndex> deps) {
+    Op op;
+    op.kind = OpKind::compute;
+    op.stream = compute_stream;
+    op.name = prefix + spec.name;
+    op.kernel = spec.kernel;
+    op.dtype = spec.dtype;
+    op.flops = spec.flops;
+    op.hbm_bytes = spec.hbm_bytes;
+    op.gemm = spec.gemm;
+    op.deps = std::move(deps);
+    op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
+    blocking_.clear();
+    last_compute_ = add(std::move(op));
+    return *last_compute_;
+  }
+  OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
+                     std::vector<OpIndex> deps, int root = 0) {
+    Op op;
+    op.kind = OpKind::collective;
+    op.stream = stream;
+    op.name = name;
+    op.collective = kind;
+    op.communicator = communicator;
+    op.bytes = bytes;
+    op.root = root;
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+  OpIndex memory(const std::string& name, MemoryCategory category, double bytes, int stream, std::vector<OpIndex> deps = {}) {
+    Op op;
+    op.kind = OpKind::memory;
+    op.stream = stream;
+    op.name = name;
+    op.memory = category;
+    op.bytes = bytes;
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+  std::vector<OpIndex> after_last_compute() const {
+    return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
+  }
+
+  template <typename Key>
+  std::optional<int> communicator(const std::string& name, int group_size, Key key) {
+    if (group_size <= 1) return std::nullopt;
+    program_.communicators.push_back(make_communicator(name, n_, key));
+    return static_cast<int>(program_.communicators.size() - 1);
+  }
+
+  void make_communicators();
+  void set_resident_memory();
+  void emit_parameter_update(const std::vector<OpIndex>& deps);
+  void forward(int micro_batch);
+  void backward(int micro_batch, bool last);
+  void flush_gradient_bucket(int micro_batch, bool last);
+  void gather(std::size_t module, const std::string& prefix, int communicator_index, double group_size,
+              std::vector<OpIndex> deps);
+
+  const StepConfig& config_;
+  Program& program_;
+  std::vector<Op>& ops_;
+  int n_;
+  double e_;
+  ShardingFactors factors_;
+  std::vector<ModuleWork> modules_;
+  Communicators comms_;
+  std::int64_t accumulation_ = 1;
+  bool update_at_start_ = false;
+
+  std::optional<OpIndex> last_compute_;
+  std::vector<OpIndex> blocking_;                 // the next kernel waits for these
+  std::vector<std::optional<OpIndex>> update_of_module_;
+  std::vector<std::optional<OpIndex>> gathered_;  // all-gather of each module in the current pass
+  std::vector<std::optional<OpIndex>> activation_alloc_;
+  std::vector<std::size_t> bucket_;               // modules whose gradients wait to be reduced
+  std::vector<OpIndex> last_reductions_;          // the optimizer waits for these
+  std::vector<std::pair<std::vector<std::size_t>, bool>> deferred_buckets_;
+};
+
+void StepBuilder::make_communicators() {
+  const int fp = factors_.parameters, fg = factors_.gradients, fos = factors_.optimizer;
+  comms_.parameters = communicator("parameters", fp, [fp](int r) { return r / fp; });
+  const int k = config_.plan.secondary_parameter_group;
+  comms_.secondary = communicator("secondary_parameters", k, [k](int r) { return r / k; });
+  comms_.gradient_shards = communicator("gradient_shards", fg / fp, [fg, fp](int r) { return std::pair(r / fg, r % fp); });
+  comms_.replicas = communicator("parameter_replicas", n_ / fp, [fp](int r) { return r % fp; });
+  comms_.update = communicator("parameter_update", fos / fp, [fos, fp](int r) { return std::pair(r / fos, r % fp); });
+}
+
+void StepBuilder::set_resident_memory() {
+  const MemoryBreakdown states =
+      estimate_memory(config_.model, config_.training, config_.plan, factors_, config_.data_parallel);
+  auto& resident = program_.programs.front().resident_bytes;
+  resident[static_cast<std::size_t>(MemoryCategory::parameters)] = states.parameters;
+  resident[static_cast<std::size_t>(MemoryCategory::secondary_parameters)] = states.secondary_parameters;
+  resident[static_cast<std::size_t>(MemoryCategory::gradients)] = states.gradients;
+  resident[static_cast<std::size_t>(MemoryCategory::optimizer_states)] = states.optimizer_states;
+}
+
+void StepBuilder::emit_parameter_update(const std::vector<OpIndex>& deps) {
+  if (!comms_.update) return;
+  const double per_shard = e_ / factors_.parameters;
+  const int group = program_.communicators[static_cast<std::size_t>(*comms_.update)].group_size();
+  if (config_.plan.system == ShardingSystem::amsp) {
+    // Inter-tensor sharding: whole modules assigned greedily (largest first)
+    // to the least-loaded rank of the group, which broadcasts them.
+    std::vector<std::size_t> order(modules_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return modules_[a].parameters > modules_[b].parameters; });
+    std::vector<double> load(static_cast<std::size_t>(group), 0.0);
+    std::vector<int> owner(modules_.size(), 0);
+    for (std::size_t module : order) {
+      const auto least = std::min_element(load.begin(), load.end());
+      owner[module] = static_cast<int>(least - load.begin());
+      *least += modules_[module].parameters;
+    }
+    for (std::size_t module = 0; module < modules_.size(); ++module) {
+      update_of_module_[module] = collective("update." + modules_[module].name, CollectiveOp::broadcast, *comms_.update,
+                                             modules_[module].parameters * per_shard, update_stream, deps, owner[module]);
+    }
+    return;
+  }
+  // The other systems partition flat buffers: all-gathers, in buckets of
+  // all_gather_bytes unless the plan gathers everything in one call.
+  std::vector<std::size_t> pending;
+  double pending_bytes = 0;
+  const double limit = config_.plan.flat_all_gather ? 0 : config_.plan.buckets.all_gather_bytes;
+  for (std::size_t module = 0; module < modules_.size(); ++module) {
+    pending.push_back(module);
+    pending_bytes += modules_[module].parameters * per_shard;
+    const bool last = module + 1 == modules_.size();
+    if (last || (limit > 0 && pending_bytes >= limit)) {
+      const OpIndex op = collective("update." + modules_[pending.front()].name + (pending.size() > 1 ? "+" : ""),
+                                    CollectiveOp::all_gather, *comms_.update, pending_bytes, update_stream, deps);
+      for (std::size_t m : pending) update_of_module_[m] = op;
+      pending.clear();
+      pending_bytes = 0;
+    }
+  }
+}
+
+void StepBuilder::gather(std::size_t module, const std::string& prefix, int communicator_index, double group_size,
+                         std::vector<OpIndex> deps) {
+  const ModuleWork& work = modules_[module];
+  if (update_of_module_[module] && update_at_start_) deps.push_back(*update_of_module_[module]);
+  memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters,
+         e_ * work.parameters * (1 - 1 / group_size), gather_stream);
+  gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
+                                 e_ * work.parameters, gather_stream, std::move(deps));
+}
+
+void StepBuilder::forward(int micro_batch) {
+  const std::string prefix = "mb" + std::to_string(micro_batch) + ".";
+  const bool sharded = comms_.parameters.has_value();
+  const bool overlap = config_.plan.overlap.gather_scatter;
+  const double fp = factors_.parameters;
+  // Gather groups: the embedding, each layer's two modules, the head.
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t module = 0; module < modules_.size(); ++module) {
+    if (groups.empty() || modules_[module].layer != modules_[groups.back().front()].layer) groups.emplace_back();
+    groups.back().push_back(module);
+  }
+  std::fill(gathered_.begin(), gathered_.end(), std::nullopt);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (sharded) {
+      // Issued when group g - 1 starts (overlap) or once it has finished.
+      for (std::size_t module : groups[g]) {
+        if (!gathered_[module]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
+      }
+      if (overlap && g + 1 < groups.size()) {
+        for (std::size_t module : groups[g + 1]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
+      }
+    }
+    for (std::size_t module : groups[g]) {
+      const ModuleWork& work = modules_[module];
+      std::vector<OpIndex> deps;
+      if (sharded) deps.push_back(*gathered_[module]);
+      if (micro_batch == 0 && update_at_start_ && update_of_module_[module]) deps.push_back(*update_of_module_[module]);
+      activation_alloc_[module] = memory(prefix + work.name + ".activations.alloc", MemoryCategory::activations,
+                                         work.activation_bytes, compute_stream);
+      for (std::size_t k = 0; k < work.forward.size(); ++k) {
+        kernel(work.forward[k], prefix + work.name + ".", k == 0 ? deps : std::vector<OpIndex>{});
+      }
+      if (sharded) {
+        memory(prefix + "gather." + work.name + ".free", MemoryCategory::gathered_parameters,
+               -e_ * work.parameters * (1 - 1 / fp), compute_stream);
+      }
+    }
+  }
+}
+
+void StepBuilder::backward(int micro_batch, bool last) {
+  const std::string prefix = "mb" + std::to_string(micro_batch) + ".";
+  const bool sharded = comms_.parameters.has_value();
+  const bool overlap = config_.plan.overlap.gather_scatter;
+  const bool full_recompute = config_.training.recompute == Recompute::full;
+  const int gather_communicator = comms_.secondary ? *comms_.secondary : (sharded ? *comms_.parameters : -1);
+  const double gather_group =
+      comms_.secondary ? config_.plan.secondary_parameter_group : static_cast<double>(factors_.parameters);
+  // Backward gather groups: one module at a time, or a whole layer when it is
+  // recomputed (the recompute forward keeps its gathered parameters for the
+  // gradients that follow).
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t i = modules_.size(); i-- > 0;) {
+    const bool same_layer = !groups.empty() && modules_[i].layer == modules_[groups.back().front()].layer;
+    if (full_recompute && same_layer && modules_[i].layer >= 0 && modules_[i].layer < config_.model.layers) {
+      groups.back().insert(groups.back().begin(), i);  // attention before MLP: forward order for the recompute
+    } else {
+      groups.push_back({i});
+    }
+  }
+  std::fill(gathered_.begin(), gathered_.end(), std::nullopt);
+  const bool gradients_sharded = factors_.gradients > 1;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (sharded) {
+      for (std::size_t module : groups[g]) {
+        if (!gathered_[module]) gather(module, prefix + "backward.", gather_communicator, gather_group, after_last_compute());
+      }
+      if (overlap && g + 1 < groups.size()) {
+        for (std::size_t module : groups[g + 1]) {
+          gather(module, prefix + "backward.", gather_communicator, gather_group, after_last_compute());
+        }
+      }
+    }
+    std::vector<OpIndex> deps;
+    if (sharded) {
+      for (std::size_t module : groups[g]) deps.push_back(*gathered_[module]);
+    }
+    // Recompute (whole layer under full recompute, or a module's attention
+    // core under selective recompute without flash attention).
+    double working = 0;
+    for (std::size_t module : groups[g]) working += modules_[module].recompute_working_bytes;
+    if (working > 0) memory(prefix + "recompute.alloc", MemoryCategory::activations, working, compute_stream);
+    // The backward runs in reverse module order inside the group.
+    for (auto it = groups[g].rbegin(); it != groups[g].rend(); ++it) {
+      const std::size_t module = *it;
+      const ModuleWork& work = modules_[module];
+      const std::string name = prefix + work.name + ".";
+      if (gradients_sharded) {
+        memory(name + "gradient.alloc", MemoryCategory::communication_buffers, e_ * work.parameters, compute_stream);
+      }
+      for (const KernelSpec& spec : work.recompute) {
+        kernel(spec, name + "recompute.", std::exchange(deps, {}));
+      }
+      for (const KernelSpec& spec : work.backward) kernel(spec, name, std::exchange(deps, {}));
+      if (activation_alloc_[module]) {
+        memory(name + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
+      }
+      bucket_.push_back(module);
+      double bucket_bytes = 0;
+      for (std::size_t m : bucket_) bucket_bytes += e_ * modules_[m].parameters;
+      if (bucket_bytes >= config_.plan.buckets.reduce_bytes || module == 0) flush_gradient_bucket(micro_batch, last);
+    }
+    if (working > 0) memory(prefix + "recompute.free", MemoryCategory::activations, -working, compute_stream);
+    if (sharded) {
+      for (std::size_t module : groups[g]) {
+        memory(prefix + "backward.gather." + modules_[module].name + ".free", MemoryCategory::gathered_parameters,
+               -e_ * modules_[module].parameters * (1 - 1 / gather_group), compute_stream);
+      }
+    }
+  }
+}
+
+void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
+  const Plan& plan = config_.plan;
+  std::vector<std::size_t> modules = std::exchange(bucket_, {});
+  double bytes = 0;
+  for (std::size_t m : modules) bytes += e_ * modules_[m].parameters;
+  const std::string name = "mb" + std::to_string(micro_batch) + ".grad." + modules_[modules.front()].name +
+                           (modules.size() > 1 ? "+" : "");
+  const bool overlap = plan.overlap.gather_scatter;
+  const bool gradients_sharded = factors_.gradients > 1;
+  std::optional<OpIndex> done;
+  std::optional<int> buffer_stream;
+  if (comms_.parameters) {
+    done = collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, *comms_.parameters, bytes, reduce_stream,
+                      after_last_compute());
+    buffer_stream = reduce_stream;
+    const bool deepspeed_blocks = plan.as_implemented && (plan.system == ShardingSystem::zero ||
+                                                          plan.system == ShardingSystem::zeropp ||
+                                                          plan.system == ShardingSystem::mics);
+    if (!overlap || deepspeed_blocks) blocking_.push_back(*done);
+  }
+  const double shard_bytes = bytes / factors_.parameters;
+  if (!last && comms_.gradient_shards) {
+    done = collective(name + ".reduce_scatter_shards", CollectiveOp::reduce_scatter, *comms_.gradient_shards,
+                      shard_bytes, reduce_stream, done ? std::vector<OpIndex>{*done} : after_last_compute());
+    if (!buffer_stream) buffer_stream = reduce_stream;
+    if (!overlap) blocking_.push_back(*done);
+  }
+  if (gradients_sharded && buffer_stream) {
+    memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, *buffer_stream);
+  }
+  if (last && comms_.replicas) {
+    if (!plan.overlap.optimizer_all_reduce) {
+      deferred_buckets_.emplace_back(std::move(modules), gradients_sharded && !buffer_stream);
+      if (done) last_reductions_.push_back(*done);
+      return;
+    }
+    const bool mics_blocks = plan.as_implemented && plan.system == ShardingSystem::mics;
+    const int stream = mics_blocks ? reduce_stream : optimizer_stream;
+    const CollectiveOp kind = factors_.optimizer == n_ ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+    done = collective(name + (kind == CollectiveOp::all_reduce ? ".all_reduce_replicas" : ".reduce_scatter_replicas"),
+                      kind, *comms_.replicas, shard_bytes, stream,
+                      done ? std::vector<OpIndex>{*done} : after_last_compute());
+    if (gradients_sharded && !buffer_stream) {
+      memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, stream);
+    }
+  }
+  if (last && done) last_reductions_.push_back(*done);
+}
+
+void StepBuilder::build() {
+  const StepConfig& c = config_;
+  factors_ = resolve_factors(c.plan, c.data_parallel, c.gpus_per_node, c.plan_file);
+  accumulation_ = gradient_accumulation_steps(c.training, c.data_parallel, c.training_file);
+  modules_ = transformer_modules(c.model, c.training);
+  update_of_module_.assign(modules_.size(), std::nullopt);
+  gathered_.assign(modules_.size(), std::nullopt);
+  activation_alloc_.assign(modules_.size(), std::nullopt);
+  make_communicators();
+  set_resident_memory();
+
+  const bool deepspeed_gathers_at_end = c.plan.as_implemented && c.plan.system == ShardingSystem::zero;
+  update_at_start_ = comms_.update && c.plan.overlap.parameter_broadcast && !deepspeed_gathers_at_end;
+  if (update_at_start_) emit_parameter_update({});
+
+  for (std::int64_t micro_batch = 0; micro_batch < accumulation_; ++micro_batch) {
+    const bool last = micro_batch + 1 == accumulation_;
+    forward(static_cast<int>(micro_batch));
+    backward(static_cast<int>(micro_batch), last);
+  }
+  // Replica reductions held back until the backward is over.
+  const CollectiveOp kind = factors_.optimizer == n_ ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+  for (auto& [modules, frees_buffer] : deferred_buckets_) {
+    double bytes = 0;
+    for (std::size_t m : modules) bytes += e_ * modules_[m].parameters;
+    const std::string name = "grad." + modules_[modules.front()].name + (modules.size() > 1 ? "+" : "");
+    last_reductions_.push_back(collective(name + ".replicas", kind, *comms_.replicas, bytes / factors_.parameters,
+                                          optimizer_stream, after_last_compute()));
+    if (frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
+  }
+  const double psi = static_cast<double>(count_parameters(c.model).total());
+  KernelSpec adam;
+  adam.name = "optimizer.adam";
+  adam.kernel = KernelClass::optimizer;
+  adam.dtype = Dtype::fp32;
+  adam.flops = kAdamFlopsPerParameter * psi / factors_.optimizer;
+  adam.hbm_bytes = kAdamBytesPerParameter * psi / factors_.optimizer;
+  const OpIndex optimizer = kernel(adam, "", last_reductions_);
+  if (!update_at_start_) emit_parameter_update({optimizer});
+}
+
+}  // namespace
+
+Program compile_step(const StepConfig& config) {
+  Program program;
+  program.ranks = config.data_parallel;
+  program.streams = {"compute", "parameter_gather", "gradient_reduce", "optimizer_reduce", "parameter_update"};
+  program.programs.emplace_back();
+  program.program_of_rank.assign(static_cast<std::size_t>(config.data_parallel), 0);
+  StepBuilder(config, program).build();
+
+  const ShardingFactors factors =
+      resolve_factors(config.plan, config.data_parallel, config.gpus_per_node, config.plan_file);
+  program.description = {
+      {"model", config.model.name},
+      {"parameters", count_parameters(config.model).total()},
+      {"plan", config.plan.name},
+      {"system", to_string(config.plan.system)},
+      {"behaviour", config.plan.as_implemented ? "as_implemented" : "ideal"},
+      {"overlap",
+       {{"gather_scatter", config.plan.overlap.gather_scatter},
+        {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
+        {"parameter_broadcast", config.plan.overlap.parameter_broadcast}}},
+      {"data_parallel", config.data_parallel},
+      {"factors", {{"parameters", factors.parameters}, {"gradients", factors.gradients}, {"optimizer", factors.optimizer}}},
+      {"secondary_parameter_group", config.plan.secondary_parameter_group},
+      {"sequence_length", config.training.sequence_length},
+      {"micro_batch_size", config.training.micro_batch_size},
+      {"gradient_accumulation_steps",
+       gradient_accumulation_steps(config.training, config.data_parallel, config.training_file)},
+      {"tokens_per_step", config.training.global_batch_tokens()},
+      {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
+      {"recompute", to_string(config.training.recompute)},
+      {"flash_attention", config.training.flash_attention},
+      {"dtype", config.training.fp16 ? "fp16" : "bf16"},
+  };
+  return program;
+}
+
+}  // namespace shardsim::workloads
