@@ -123,6 +123,7 @@ class World {
 
   const topology::Cluster& cluster() const { return *cluster_; }
   const calib::Profile& profile() const { return profile_; }
+  const topology::Router& router() const { return *router_; }
 
   sim::GroupLayout group(std::vector<topology::GpuId> gpus) const { return sim::make_group_layout(*cluster_, std::move(gpus)); }
   sim::GroupLayout all() const {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #ifndef SHARDSIM_BINARY
@@ -229,4 +230,76 @@ TEST_CASE("a run that fails leaves no output file behind", "[cli][errors]") {
   for (const auto& entry : fs::directory_iterator(scratch.path(""))) {
     REQUIRE(entry.path().string().find(".tmp.") == std::string::npos);
   }
+}
+
+TEST_CASE("run reports a step as a table, as JSON, as a Chrome trace and as HDF5", "[cli][run]") {
+  const Scratch scratch;
+  const std::string args = "run --cluster dgx-a100-2node --model llama-7b --plan zero3 --gpus 16 ";
+  const Result table = run(scratch, args);
+  REQUIRE(table.exit_code == 0);
+  for (const char* line : {"step time", "MFU", "tokens per GPU per second", "peak memory", "exposed all_gather",
+                           "exposed reduce_scatter", "idle"}) {
+    REQUIRE_THAT(table.out, Catch::Contains(line));
+  }
+  const std::string trace = scratch.path("trace.json").string(), h5 = scratch.path("step.h5").string();
+  const Result json = run(scratch, args + "--json --record-ranks 0,9 --trace " + trace + " --h5 " + h5);
+  REQUIRE(json.exit_code == 0);
+  const auto summary = nlohmann::json::parse(json.out);
+  REQUIRE(summary["fits"] == true);
+  const double step = summary["step_seconds"].get<double>();
+  const auto& time = summary["time"];
+  REQUIRE(time["compute_seconds"].get<double>() + time["exposed_communication_seconds"].get<double>() +
+              time["idle_seconds"].get<double>() ==
+          Approx(step).epsilon(1e-9));
+  REQUIRE(summary["mfu"].get<double>() == Approx(summary["model_flops_per_step"].get<double>() / (step * 16 * 312e12)));
+
+  const auto events = nlohmann::json::parse(read(trace))["traceEvents"];
+  std::set<int> pids;
+  int flows_started = 0, flows_finished = 0;
+  for (const auto& event : events) {
+    if (event["ph"] == "X") pids.insert(event["pid"].get<int>());
+    flows_started += event["ph"] == "s";
+    flows_finished += event["ph"] == "f";
+  }
+  REQUIRE(pids == std::set<int>{0, 9});
+  REQUIRE(flows_started > 0);  // rank 0 and rank 9 share every ZeRO-3 collective
+  REQUIRE(flows_started == flows_finished);
+  REQUIRE(fs::file_size(h5) > 0);
+
+  // Deterministic: the same command writes the same bytes.
+  const std::string trace2 = scratch.path("trace2.json").string();
+  const Result again = run(scratch, args + "--json --record-ranks 0,9 --trace " + trace2);
+  REQUIRE(again.out == json.out);
+  REQUIRE(read(trace2) == read(trace));
+}
+
+TEST_CASE("run reports a plan that does not fit with exit code 1 and the breakdown", "[cli][run]") {
+  const Scratch scratch;
+  const Result r = run(scratch, "run --cluster dgx-a100-2node --model llama-13b --plan zero0 --gpus 16");
+  REQUIRE(r.exit_code == 1);
+  REQUIRE_THAT(r.out, Catch::Contains("OUT OF MEMORY on rank"));
+  REQUIRE_THAT(r.out, Catch::Contains("optimizer_states"));
+}
+
+TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
+  const Scratch scratch;
+  const std::string zero_layers = scratch.write(
+      "zero-layers.json",
+      R"({"name": "z", "layers": 0, "hidden": 64, "heads": 4, "kv_heads": 4, "head_dim": 16, "ffn_hidden": 128,
+          "vocab": 100, "max_positions": 128, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rotary",
+          "linear_biases": false, "tied_embeddings": false, "sources": []})");
+  const std::string odd_batch = scratch.write(
+      "odd-batch.json",
+      R"({"sequence_length": 1024, "micro_batch_size": 2, "global_batch": {"sequences": 100}, "precision": "bf16",
+          "fp8_gemms": false, "recompute": "none", "flash_attention": true})");
+  const std::string bad_deepspeed =
+      scratch.write("ds.json", R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": "three"}})");
+  require_refused(scratch, {
+      {"run --cluster dgx-a100-2node --plan mics-8 --gpus 12", "8 does not divide the 12 data-parallel GPUs"},
+      {"run --cluster dgx-a100-2node --model " + zero_layers, zero_layers + ": layers: must be a positive integer, got 0"},
+      {"run --cluster dgx-a100-2node --gpus 16 --training " + odd_batch, odd_batch + ": global_batch"},
+      {"run --cluster dgx-a100-2node --gpus 16 --deepspeed " + bad_deepspeed, bad_deepspeed + ": zero_optimization.stage"},
+      {"run --cluster dgx-a100-2node --gpus 16 --record-ranks 3,40", "--record-ranks: rank 40 is outside the job"},
+      {"run --cluster dgx-a100-2node --overlap some", "--overlap"},
+  });
 }

@@ -31,6 +31,8 @@ constexpr std::array kMemoryCategories{MemoryCategory::parameters,         Memor
                                        MemoryCategory::activations,        MemoryCategory::gathered_parameters,
                                        MemoryCategory::communication_buffers};
 
+bool is_index(const nlohmann::json& value) { return value.is_number_integer() && value.get<std::int64_t>() >= 0; }
+
 }  // namespace
 
 std::size_t Program::total_ops() const {
@@ -219,7 +221,7 @@ Op parse_op(JsonObjectReader reader) {
   const nlohmann::json& deps = reader.value("deps");
   if (!deps.is_array()) reader.fail("deps", "must be an array of op indices");
   for (const auto& dep : deps) {
-    if (!dep.is_number_unsigned()) reader.fail("deps", "must be an array of op indices");
+    if (!is_index(dep)) reader.fail("deps", "must be an array of op indices");
     op.deps.push_back(dep.get<std::uint32_t>());
   }
   switch (op.kind) {
@@ -271,7 +273,7 @@ Program program_from_json(const nlohmann::json& document, const std::string& fil
     reader.fail("program_of_rank", "must list one program index per rank");
   }
   for (const auto& index : of_rank) {
-    if (!index.is_number_unsigned()) reader.fail("program_of_rank", "must hold program indices");
+    if (!is_index(index)) reader.fail("program_of_rank", "must hold program indices");
     program.program_of_rank.push_back(index.get<int>());
   }
   const nlohmann::json& communicators = reader.value("communicators");
@@ -287,7 +289,7 @@ Program program_from_json(const nlohmann::json& document, const std::string& fil
       if (!group.is_array() || group.empty()) entry.fail("groups", "must be an array of non-empty rank lists");
       std::vector<int> ranks;
       for (const auto& rank : group) {
-        if (!rank.is_number_unsigned() || rank.get<int>() >= program.ranks) entry.fail("groups", "rank out of range");
+        if (!is_index(rank) || rank.get<int>() >= program.ranks) entry.fail("groups", "rank out of range");
         if (communicator.group_of_rank[rank.get<std::size_t>()] != -1) entry.fail("groups", "rank in two groups");
         communicator.group_of_rank[rank.get<std::size_t>()] = static_cast<int>(communicator.groups.size());
         ranks.push_back(rank.get<int>());

@@ -117,7 +117,15 @@ class StepBuilder {
   std::vector<std::optional<OpIndex>> activation_alloc_;
   std::vector<std::size_t> bucket_;               // modules whose gradients wait to be reduced
   std::vector<OpIndex> last_reductions_;          // the optimizer waits for these
-  std::vector<std::pair<std::vector<std::size_t>, bool>> deferred_buckets_;
+  // Last-micro-batch buckets whose replica reduction waits for the end of the
+  // backward (optimizer_all_reduce off): modules, whether the reduction frees
+  // their gradient buffer, and the reduction it must follow.
+  struct DeferredBucket {
+    std::vector<std::size_t> modules;
+    bool frees_buffer = false;
+    std::optional<OpIndex> after;
+  };
+  std::vector<DeferredBucket> deferred_buckets_;
 };
 
 void StepBuilder::make_communicators() {
@@ -206,18 +214,20 @@ void StepBuilder::forward(int micro_batch) {
   }
   std::fill(gathered_.begin(), gathered_.end(), std::nullopt);
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (sharded) {
-      // Issued when group g - 1 starts (overlap) or once it has finished.
+    // With overlap, a layer's gathers are all issued when the previous layer
+    // starts; without, each module's gather when that module is next.
+    if (sharded && overlap) {
       for (std::size_t module : groups[g]) {
         if (!gathered_[module]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
       }
-      if (overlap && g + 1 < groups.size()) {
+      if (g + 1 < groups.size()) {
         for (std::size_t module : groups[g + 1]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
       }
     }
     for (std::size_t module : groups[g]) {
       const ModuleWork& work = modules_[module];
       std::vector<OpIndex> deps;
+      if (sharded && !gathered_[module]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
       if (sharded) deps.push_back(*gathered_[module]);
       if (micro_batch == 0 && update_at_start_ && update_of_module_[module]) deps.push_back(*update_of_module_[module]);
       activation_alloc_[module] = memory(prefix + work.name + ".activations.alloc", MemoryCategory::activations,
@@ -337,8 +347,7 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   }
   if (last && comms_.replicas) {
     if (!plan.overlap.optimizer_all_reduce) {
-      deferred_buckets_.emplace_back(std::move(modules), gradients_sharded && !buffer_stream);
-      if (done) last_reductions_.push_back(*done);
+      deferred_buckets_.push_back({std::move(modules), gradients_sharded && !buffer_stream, done});
       return;
     }
     const bool mics_blocks = plan.as_implemented && plan.system == ShardingSystem::mics;
@@ -376,13 +385,15 @@ void StepBuilder::build() {
   }
   // Replica reductions held back until the backward is over.
   const CollectiveOp kind = factors_.optimizer == n_ ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
-  for (auto& [modules, frees_buffer] : deferred_buckets_) {
+  for (const DeferredBucket& bucket : deferred_buckets_) {
     double bytes = 0;
-    for (std::size_t m : modules) bytes += e_ * modules_[m].parameters;
-    const std::string name = "grad." + modules_[modules.front()].name + (modules.size() > 1 ? "+" : "");
+    for (std::size_t m : bucket.modules) bytes += e_ * modules_[m].parameters;
+    const std::string name = "grad." + modules_[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
+    std::vector<OpIndex> deps = after_last_compute();
+    if (bucket.after) deps.push_back(*bucket.after);
     last_reductions_.push_back(collective(name + ".replicas", kind, *comms_.replicas, bytes / factors_.parameters,
-                                          optimizer_stream, after_last_compute()));
-    if (frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
+                                          optimizer_stream, deps));
+    if (bucket.frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
   }
   const double psi = static_cast<double>(count_parameters(c.model).total());
   KernelSpec adam;

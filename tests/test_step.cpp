@@ -1,0 +1,411 @@
+// The training step end to end: compile (model, training, plan) into a
+// Program, simulate it, and check what must hold whatever the numbers:
+// traffic volumes, causality, the time breakdown, overlaps, memory.
+#include "fixtures.h"
+#include "sim/step/kernel_time.h"
+#include "sim/step/step_report.h"
+#include "sim/step/step_simulator.h"
+#include "workloads/activation_memory.h"
+#include "workloads/memory_model.h"
+#include "workloads/step_compiler.h"
+#include "workloads/transformer_kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <tuple>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+
+namespace {
+
+ModelSpec tiny_model(MlpKind mlp = MlpKind::swiglu) {
+  ModelSpec model;
+  model.name = "tiny";
+  model.layers = 2;
+  model.hidden = 512;
+  model.heads = 8;
+  model.kv_heads = 8;
+  model.head_dim = 64;
+  model.ffn_hidden = mlp == MlpKind::swiglu ? 1408 : 2048;
+  model.vocab = 1000;
+  model.max_positions = 1024;
+  model.mlp = mlp;
+  model.norm = NormKind::rmsnorm;
+  return model;
+}
+
+TrainingConfig tiny_training(std::int64_t global_sequences) {
+  TrainingConfig training;
+  training.sequence_length = 512;
+  training.micro_batch_size = 1;
+  training.global_batch_sequences = global_sequences;
+  return training;
+}
+
+StepConfig step_config(const std::string& plan, int ranks, int micro_batches = 1) {
+  StepConfig config;
+  config.model = tiny_model();
+  config.training = tiny_training(static_cast<std::int64_t>(ranks) * micro_batches);
+  config.plan = load_plan(plan);
+  config.data_parallel = ranks;
+  config.gpus_per_node = 8;
+  return config;
+}
+
+Plan amsp_plan(int parameters, int gradients, int optimizer) {
+  Plan plan = load_plan("amsp-llama13b");
+  plan.factors = {parameters, gradients, optimizer};
+  return plan;
+}
+
+double psi() { return static_cast<double>(count_parameters(tiny_model()).total()); }
+
+const test::World& world() {
+  static const test::World w("dgx-a100-8node");
+  return w;
+}
+
+sim::StepTimeline simulate(const Program& program, sim::NetworkMode network = sim::NetworkMode::flow) {
+  sim::StepSimulationOptions options;
+  options.network = network;
+  return sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+}
+
+double step_seconds(StepConfig config, const std::string& level) {
+  auto& o = config.plan.overlap;
+  o.gather_scatter = level != "none";
+  o.optimizer_all_reduce = level == "ag-rs+ar" || level == "all";
+  o.parameter_broadcast = level == "all";
+  return seconds_from_picoseconds(simulate(compile_step(config)).step_time);
+}
+
+// Every op ran once, after its dependencies, one at a time on its stream; the
+// members of a collective call end it together.
+void require_causal(const Program& program, const sim::StepTimeline& timeline) {
+  REQUIRE(timeline.ops.size() == static_cast<std::size_t>(program.ranks));
+  std::map<std::tuple<int, int, int>, TimePs> call_end;  // (communicator, group, call) -> end
+  for (int rank = 0; rank < program.ranks; ++rank) {
+    const auto& ops = program.program_of(rank).ops;
+    const auto& t = timeline.ops[static_cast<std::size_t>(rank)];
+    REQUIRE(t.size() == ops.size());
+    std::vector<TimePs> stream_free(program.streams.size(), 0);
+    std::vector<int> calls(program.communicators.size(), 0);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      INFO("rank " << rank << " op " << ops[i].name);
+      REQUIRE(t[i].start >= 0);
+      REQUIRE(t[i].end >= t[i].start);
+      for (std::uint32_t dep : ops[i].deps) REQUIRE(t[i].start >= t[dep].end);
+      auto& free_at = stream_free[static_cast<std::size_t>(ops[i].stream)];
+      REQUIRE(t[i].start >= free_at);
+      free_at = t[i].end;
+      if (ops[i].kind == OpKind::collective) {
+        const auto c = static_cast<std::size_t>(ops[i].communicator);
+        const auto key = std::make_tuple(ops[i].communicator, program.communicators[c].group_of_rank[rank], calls[c]++);
+        const auto [it, first] = call_end.try_emplace(key, t[i].end);
+        REQUIRE(it->second == t[i].end);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for ZeRO 0-3", "[step][traffic]") {
+  // Ring volumes of the Program's collectives: (n - 1) / n of the ideal per
+  // byte. Buckets partition the modules, so bucketing moves no extra bytes:
+  // the match is exact up to rounding.
+  const int n = 16;
+  const double e = 2, ideal = e * psi() * (n - 1) / n;
+  const std::vector<std::pair<std::string, double>> cases = {{"zero0", 2}, {"zero1", 2}, {"zero2", 2}, {"zero3", 3}};
+  for (const auto& [plan, multiple] : cases) {
+    INFO(plan);
+    const Program program = compile_step(step_config(plan, n));
+    validate_program(program);
+    for (int rank : {0, 7, 15}) REQUIRE(bytes_sent_per_rank(program, rank) == Approx(multiple * ideal).epsilon(1e-12));
+  }
+  SECTION("gradient accumulation repeats ZeRO-3's gathers and reduce-scatters, not ZeRO-1's reduction") {
+    const int micro_batches = 4;
+    REQUIRE(bytes_sent_per_rank(compile_step(step_config("zero3", n, micro_batches)), 0) ==
+            Approx(3 * micro_batches * ideal).epsilon(1e-12));
+    REQUIRE(bytes_sent_per_rank(compile_step(step_config("zero1", n, micro_batches)), 0) ==
+            Approx(2 * ideal).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("every op runs exactly once and none starts before its dependencies end", "[step][causality]") {
+  std::vector<StepConfig> configs = {step_config("zero1", 16, 2), step_config("zero3", 16, 2),
+                                     step_config("mics-8", 32, 2), step_config("zeropp-hpz8", 16),
+                                     step_config("fsdp-shard-grad-op", 16, 2)};
+  StepConfig amsp = step_config("zero1", 64);
+  amsp.plan = amsp_plan(8, 8, 32);
+  configs.push_back(amsp);
+  StepConfig recompute = step_config("zero3", 16);
+  recompute.training.recompute = Recompute::full;
+  configs.push_back(recompute);
+  for (const StepConfig& config : configs) {
+    INFO(config.plan.name << " on " << config.data_parallel);
+    const Program program = compile_step(config);
+    validate_program(program);
+    const sim::StepTimeline timeline = simulate(program);
+    REQUIRE_FALSE(timeline.out_of_memory);
+    require_causal(program, timeline);
+  }
+}
+
+TEST_CASE("with every overlap off the step is compute + communication + idle", "[step][breakdown]") {
+  for (const std::string plan : {"zero1", "zero3", "mics-8"}) {
+    INFO(plan);
+    StepConfig config = step_config(plan, 16, 2);
+    config.plan.overlap = {false, false, false};
+    const Program program = compile_step(config);
+    const sim::StepTimeline timeline = simulate(program);
+    const sim::StepSummary summary =
+        sim::summarize_step(program, timeline, world().profile(), world().cluster().spec().node.gpu_memory_bytes);
+    const sim::TimeBreakdown& b = summary.breakdown;
+    // Nothing hides: all communication is exposed.
+    REQUIRE(b.exposed_total() == Approx(b.communication_seconds).epsilon(1e-9));
+    REQUIRE(b.communication_seconds > 0);
+    // Compute is the sum of the kernels' own times (no interference in this profile).
+    double kernels = 0;
+    for (const Op& op : program.program_of(0).ops) {
+      if (op.kind == OpKind::compute) kernels += seconds_from_picoseconds(picoseconds_from_seconds(sim::kernel_seconds(op, world().profile())));
+    }
+    REQUIRE(b.compute_seconds == Approx(kernels).epsilon(1e-9));
+    REQUIRE(b.compute_seconds + b.exposed_total() + b.idle_seconds == Approx(summary.step_seconds).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("overlaps never slow a step: the four ablation levels are monotonic", "[step][overlap]") {
+  StepConfig amsp = step_config("zero1", 64, 2);
+  amsp.plan = amsp_plan(8, 8, 32);
+  StepConfig amsp_in_node = step_config("zero1", 16, 2);
+  amsp_in_node.plan = amsp_plan(4, 4, 8);
+  for (const StepConfig& config : {step_config("zero3", 16, 2), step_config("mics-8", 32, 2), amsp, amsp_in_node}) {
+    INFO(config.plan.name << " f " << config.plan.factors.parameters << "," << config.plan.factors.optimizer);
+    const double none = step_seconds(config, "none"), ag_rs = step_seconds(config, "ag-rs"),
+                 ar = step_seconds(config, "ag-rs+ar"), all = step_seconds(config, "all");
+    REQUIRE(ag_rs <= none);
+    REQUIRE(ar <= ag_rs);
+    REQUIRE(all <= ar);
+    REQUIRE(all < none);
+  }
+  SECTION("removing DeepSpeed's and MiCS's implementation limits never slows them") {
+    for (const std::string plan : {"zero3", "mics-8", "zeropp-hpz8"}) {
+      StepConfig config = step_config(plan, 16, 2);
+      const double as_implemented = seconds_from_picoseconds(simulate(compile_step(config)).step_time);
+      config.plan.as_implemented = false;
+      REQUIRE(seconds_from_picoseconds(simulate(compile_step(config)).step_time) <= as_implemented);
+    }
+  }
+}
+
+TEST_CASE("simulated memory: model states as the factors say, every activation alive at the peak", "[step][memory]") {
+  for (const std::string plan : {"zero0", "zero1", "zero2", "zero3", "mics-8"}) {
+    INFO(plan);
+    const StepConfig config = step_config(plan, 16);
+    const Program program = compile_step(config);
+    const sim::StepTimeline timeline = simulate(program);
+    const ShardingFactors f = resolve_factors(config.plan, 16, 8, "plan");
+    const double e = 2;
+    const sim::MemoryPeak& peak = timeline.peak_memory[3];
+    const auto at = [&](MemoryCategory c) { return peak.by_category[static_cast<std::size_t>(c)]; };
+    REQUIRE(at(MemoryCategory::parameters) == Approx(e * psi() / f.parameters));
+    REQUIRE(at(MemoryCategory::gradients) == Approx(e * psi() / f.gradients));
+    REQUIRE(at(MemoryCategory::optimizer_states) == Approx(12 * psi() / f.optimizer));
+    // Without gradient or gather buffers (f_P = f_G = 1) the peak comes at the
+    // start of the backward, with every layer's activations and the head's held.
+    if (f.parameters == 1 && f.gradients == 1) {
+      REQUIRE(at(MemoryCategory::activations) == Approx(activation_footprint(config.model, config.training).total()));
+    }
+  }
+}
+
+TEST_CASE("a plan that does not fit is reported at the allocation that fails, not simulated past", "[step][memory]") {
+  topology::ClusterSpec spec = topology::load_cluster_spec("dgx-a100-2node");
+  spec.node.gpu_memory_bytes = 16 * psi() + 1e6;  // model states fit, the activations do not
+  const test::World small(spec, calib::load_profile("a100"));
+  const Program program = compile_step(step_config("zero0", 16));
+  const sim::StepTimeline timeline =
+      sim::simulate_step(program, small.cluster(), small.router(), small.profile(), sim::StepSimulationOptions{});
+  REQUIRE(timeline.out_of_memory.has_value());
+  double held = 0;
+  for (double bytes : timeline.out_of_memory->by_category) held += bytes;
+  REQUIRE(held > spec.node.gpu_memory_bytes);
+  REQUIRE(held - timeline.out_of_memory->requested_bytes <= spec.node.gpu_memory_bytes);
+  REQUIRE(timeline.out_of_memory->op.find("alloc") != std::string::npos);
+}
+
+TEST_CASE("kernel times are the roofline of the profile's numbers", "[step][kernel]") {
+  const calib::Profile profile = test::uniform_profile(0);  // 100 TFLOP/s at efficiency 1, 1 TB/s HBM
+  Op gemm;
+  gemm.kind = OpKind::compute;
+  gemm.kernel = KernelClass::gemm;
+  gemm.flops = 2.0 * 4096 * 4096 * 4096;
+  gemm.hbm_bytes = 3 * 2.0 * 4096 * 4096;
+  REQUIRE(sim::kernel_seconds(gemm, profile) == Approx(gemm.flops / 1e14));
+  gemm.hbm_bytes = 2e9;  // now memory-bound: 2 ms of HBM traffic against 1.37 ms of FLOPs
+  REQUIRE(sim::kernel_seconds(gemm, profile) == Approx(2e-3));
+  Op norm;
+  norm.kind = OpKind::compute;
+  norm.kernel = KernelClass::elementwise;
+  norm.hbm_bytes = 5e8;
+  REQUIRE(sim::kernel_seconds(norm, profile) == Approx(5e-4));
+  SECTION("GEMM efficiency interpolates in log FLOPs and clamps at the ends") {
+    calib::DtypeCompute dtype;
+    dtype.gemm_efficiency = {{1e9, 0.4}, {1e11, 0.8}};
+    REQUIRE(dtype.gemm_efficiency_at(1e10) == Approx(0.6));
+    REQUIRE(dtype.gemm_efficiency_at(1e6) == Approx(0.4));
+    REQUIRE(dtype.gemm_efficiency_at(1e15) == Approx(0.8));
+  }
+}
+
+TEST_CASE("model FLOPs are Megatron-LM's count, and MFU divides them by the GPUs' peak", "[step][mfu]") {
+  ModelSpec gpt = tiny_model(MlpKind::gelu);
+  gpt.positions = PositionKind::learned;
+  const TrainingConfig training = tiny_training(64);
+  const double B = 64, s = 512, L = 2, h = 512, V = 1000;
+  const double megatron = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+  REQUIRE(model_flops_per_step(gpt, training) == Approx(megatron).epsilon(1e-12));
+
+  StepConfig config = step_config("zero1", 16, 4);
+  config.model = gpt;
+  const Program program = compile_step(config);
+  const sim::StepTimeline timeline = simulate(program);
+  const sim::StepSummary summary = sim::summarize_step(program, timeline, world().profile(), 80e9);
+  const double expected = megatron / (summary.step_seconds * 16 * 312e12);  // A100 bf16 dense peak
+  REQUIRE(summary.mfu == Approx(expected).epsilon(1e-12));
+  REQUIRE(summary.tokens_per_gpu_per_second == Approx(B * s / (summary.step_seconds * 16)));
+}
+
+namespace {
+
+// Two ranks: an optional 1 ms kernel on rank 1 before a 64 MiB all-reduce, or
+// a kernel beside the all-reduce on each rank.
+Program two_rank_program(bool delay_rank1, bool kernel_beside) {
+  Program program;
+  program.ranks = 2;
+  program.streams = {"compute", "communication"};
+  program.communicators.push_back(make_communicator("pair", 2, [](int) { return 0; }));
+  for (int rank = 0; rank < 2; ++rank) {
+    RankProgram p;
+    Op kernel;
+    kernel.kind = OpKind::compute;
+    kernel.kernel = KernelClass::elementwise;
+    kernel.name = "kernel";
+    kernel.hbm_bytes = 1e9;  // 1 ms at 1 TB/s
+    Op all_reduce;
+    all_reduce.kind = OpKind::collective;
+    all_reduce.name = "all_reduce";
+    all_reduce.stream = 1;
+    all_reduce.collective = CollectiveOp::all_reduce;
+    all_reduce.communicator = 0;
+    all_reduce.bytes = 64.0 * (1 << 20);
+    if (kernel_beside) {
+      p.ops = {kernel, all_reduce};
+    } else if (delay_rank1 && rank == 1) {
+      all_reduce.deps = {0};
+      p.ops = {kernel, all_reduce};
+    } else {
+      p.ops = {all_reduce};
+    }
+    program.programs.push_back(p);
+    program.program_of_rank.push_back(rank);
+  }
+  validate_program(program);
+  return program;
+}
+
+}  // namespace
+
+const test::World& pair_world(double interference) {
+  static std::map<double, std::unique_ptr<test::World>> worlds;
+  auto& w = worlds[interference];
+  if (!w) {
+    nlohmann::json profile = test::uniform_profile_json(1e-6);
+    profile["compute"]["interference_slowdown"] = interference;
+    w = std::make_unique<test::World>(topology::load_cluster_spec("dgx-a100-2node"),
+                                      calib::parse_profile(profile, "interference.json"));
+  }
+  return *w;
+}
+
+sim::StepTimeline simulate_pair(const Program& program, double interference = 0) {
+  const test::World& w = pair_world(interference);
+  return sim::simulate_step(program, w.cluster(), w.router(), w.profile(), sim::StepSimulationOptions{});
+}
+
+TEST_CASE("a collective starts when every member has issued it", "[step][collective]") {
+  const sim::StepTimeline together = simulate_pair(two_rank_program(false, false));
+  const TimePs alone = together.ops[0][0].end;
+  REQUIRE(alone > 0);
+  const sim::StepTimeline delayed = simulate_pair(two_rank_program(true, false));
+  const TimePs one_ms = picoseconds_from_seconds(1e-3);
+  REQUIRE(delayed.ops[1][0].end == one_ms);
+  // Rank 0 issued at once and waits; both end one collective after rank 1 issues.
+  REQUIRE(delayed.ops[0][0].start == 0);
+  REQUIRE(delayed.ops[0][0].end == one_ms + alone);
+  REQUIRE(delayed.ops[1][1].end == one_ms + alone);
+}
+
+TEST_CASE("compute slows by the profile's interference factor while a collective moves data", "[step][interference]") {
+  const Program program = two_rank_program(false, true);
+  const sim::StepTimeline quiet = simulate_pair(program, 0);
+  const TimePs kernel = quiet.ops[0][0].end, collective = quiet.ops[0][1].end;
+  REQUIRE(kernel == picoseconds_from_seconds(1e-3));
+  REQUIRE(collective < kernel);
+  // Slowdown 1: half speed while the all-reduce runs (c), full speed after:
+  // the kernel ends at c + (1 ms - c / 2).
+  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  REQUIRE(slowed.ops[0][1].end == collective);
+  const double expected = seconds_from_picoseconds(collective) + (1e-3 - seconds_from_picoseconds(collective) / 2);
+  REQUIRE(seconds_from_picoseconds(slowed.ops[0][0].end) == Approx(expected).epsilon(1e-9));
+}
+
+TEST_CASE("the same inputs give the same timeline; flow and analytical agree without contention", "[step][determinism]") {
+  const Program program = compile_step(step_config("zero3", 16, 2));
+  const sim::StepTimeline a = simulate(program), b = simulate(program);
+  REQUIRE(a.step_time == b.step_time);
+  for (std::size_t r = 0; r < a.ops.size(); ++r) {
+    for (std::size_t i = 0; i < a.ops[r].size(); ++i) {
+      REQUIRE(a.ops[r][i].start == b.ops[r][i].start);
+      REQUIRE(a.ops[r][i].end == b.ops[r][i].end);
+    }
+  }
+  // ZeRO-3 runs one collective at a time per communicator stream, but the
+  // gather and reduce streams can overlap and then share links, which only
+  // the flow mode sees: the flow step is never shorter.
+  const sim::StepTimeline analytical = simulate(program, sim::NetworkMode::analytical);
+  REQUIRE(a.step_time >= analytical.step_time - picoseconds_from_seconds(1e-9));
+  REQUIRE(seconds_from_picoseconds(a.step_time) == Approx(seconds_from_picoseconds(analytical.step_time)).epsilon(0.05));
+}
+
+TEST_CASE("a Program survives JSON and a broken one is refused", "[step][program]") {
+  const Program program = compile_step(step_config("mics-8", 16, 2));
+  const nlohmann::json document = program_to_json(program);
+  const Program back = program_from_json(document, "program.json");
+  REQUIRE(program_to_json(back) == document);
+  nlohmann::json broken = document;
+  broken["programs"][0]["ops"][3]["deps"] = {5};
+  REQUIRE_THROWS_WITH(program_from_json(broken, "program.json"), Catch::Contains("depends on a later op"));
+  nlohmann::json mismatched = document;
+  mismatched["program_of_rank"][1] = 1;
+  mismatched["programs"].push_back(document["programs"][0]);
+  for (auto& op : mismatched["programs"][1]["ops"]) {
+    if (op["kind"] == "collective") {
+      op["bytes"] = op["bytes"].get<double>() + 2;
+      break;
+    }
+  }
+  REQUIRE_THROWS_WITH(program_from_json(mismatched, "program.json"), Catch::Contains("disagrees with its group"));
+}
+
+TEST_CASE("MoE and MLA models are refused by the compiler with the reason", "[step][program]") {
+  StepConfig config = step_config("zero1", 16);
+  config.model.has_moe = true;
+  config.model.moe = {8, 2, 1024, 0, 0, 0};
+  REQUIRE_THROWS_WITH(compile_step(config), Catch::Contains("not yet compiled"));
+}
