@@ -14,5 +14,6 @@ void add_memory_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_presets_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
+void add_scenarios_command(CLI::App& app, int& exit_code);
 
 }  // namespace shardsim::cli

@@ -48,4 +48,15 @@ JobInputs load_job_inputs(const JobOptions& options) {
   return inputs;
 }
 
+void apply_overlap_level(workloads::Plan& plan, const std::string& level) {
+  if (level == "plan") return;
+  if (level != "all" && level != "ag-rs+ar" && level != "ag-rs" && level != "none") {
+    throw std::invalid_argument("overlap level '" + level + "': use plan, all, ag-rs+ar, ag-rs or none");
+  }
+  auto& o = plan.overlap;
+  o.gather_scatter = level != "none";
+  o.optimizer_all_reduce = level == "ag-rs+ar" || level == "all";
+  o.parameter_broadcast = level == "all";
+}
+
 }  // namespace shardsim::cli

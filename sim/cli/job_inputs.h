@@ -36,4 +36,10 @@ void add_job_options(CLI::App& command, JobOptions& options);
 // Throws InputError / std::invalid_argument with the file, field or option at fault.
 JobInputs load_job_inputs(const JobOptions& options);
 
+// "plan" keeps the plan's overlap switches; the others are the cumulative
+// levels of AMSP's ablation: "all" (AG/RS + AR + BC), "ag-rs+ar", "ag-rs",
+// "none". std::invalid_argument for anything else.
+void apply_overlap_level(workloads::Plan& plan, const std::string& level);
+inline const char* const kOverlapLevels[] = {"plan", "all", "ag-rs+ar", "ag-rs", "none"};
+
 }  // namespace shardsim::cli

@@ -41,15 +41,6 @@ struct RunOptions {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// The four levels of AMSP's ablation, cumulative: ag-rs, + ar, + bc.
-void apply_overlap_level(workloads::Plan& plan, const std::string& level) {
-  if (level == "plan") return;
-  auto& o = plan.overlap;
-  o.gather_scatter = level != "none";
-  o.optimizer_all_reduce = level == "ag-rs+ar" || level == "all";
-  o.parameter_broadcast = level == "all";
-}
-
 std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_per_node) {
   std::vector<int> list;
   if (options.record_ranks == "all") {

@@ -1,0 +1,162 @@
+// shardsim scenarios FILE --csv OUT: runs a bundled set of training-step
+// simulations (every model x plan x GPU count x overlap level of each entry)
+// and writes one CSV row per run; the rows a plan's rules refuse say why.
+//
+//   {"name": "...", "cluster": "a800-1024", "sources": ["..."],
+//    "runs": [{"model": "llama-7b", "training": "seq4096-mbs1-4m-tokens",
+//              "plans": ["zero1", "zero3"], "gpus": [8, 16, 32],
+//              "overlap": ["plan"]}]}
+#include "sim/cli/commands.h"
+
+#include "calib/profile.h"
+#include "sim/cli/atomic_output.h"
+#include "sim/cli/job_inputs.h"
+#include "sim/cli/progress_bar.h"
+#include "sim/step/step_report.h"
+#include "sim/step/step_simulator.h"
+#include "topology/cluster.h"
+#include "topology/json_input.h"
+#include "topology/routing.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace shardsim::cli {
+
+namespace {
+
+struct ScenarioRun {
+  std::string model, training;
+  std::vector<std::string> plans, overlaps;
+  std::vector<int> gpus;
+};
+
+struct ScenarioOptions {
+  std::string file;
+  std::string csv;
+};
+
+std::vector<ScenarioRun> parse_runs(JsonObjectReader& reader) {
+  std::vector<ScenarioRun> runs;
+  const nlohmann::json& list = reader.value("runs");
+  if (!list.is_array() || list.empty()) reader.fail("runs", "must be a non-empty array");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    JsonObjectReader entry(list[i], reader.file(), reader.field_path("runs[" + std::to_string(i) + "]"));
+    ScenarioRun run;
+    run.model = entry.string("model");
+    run.training = entry.string("training");
+    run.plans = entry.string_list("plans");
+    run.overlaps = entry.string_list("overlap");
+    for (const std::string& level : run.overlaps) {
+      if (std::find(std::begin(kOverlapLevels), std::end(kOverlapLevels), level) == std::end(kOverlapLevels)) {
+        entry.fail("overlap", "unknown level '" + level + "' (plan, all, ag-rs+ar, ag-rs, none)");
+      }
+    }
+    const nlohmann::json& gpus = entry.value("gpus");
+    if (!gpus.is_array() || gpus.empty()) entry.fail("gpus", "must be a non-empty array of GPU counts");
+    for (const auto& count : gpus) {
+      if (!count.is_number_integer() || count.get<int>() < 1) entry.fail("gpus", "must hold positive integers");
+      run.gpus.push_back(count.get<int>());
+    }
+    entry.finish();
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+int run_scenarios(const ScenarioOptions& options) {
+  const nlohmann::json document = load_json_file(options.file);
+  JsonObjectReader reader(document, options.file);
+  reader.string("name");
+  const std::string cluster_name = reader.string("cluster");
+  reader.string_list("sources");
+  const std::vector<ScenarioRun> runs = parse_runs(reader);
+  reader.finish();
+
+  const topology::ClusterSpec spec = topology::load_cluster_spec(cluster_name);
+  const topology::Cluster cluster(spec);
+  const topology::Router router(cluster);
+  const calib::Profile profile = calib::load_profile(spec.profile);
+
+  std::size_t total = 0;
+  for (const ScenarioRun& run : runs) total += run.plans.size() * run.gpus.size() * run.overlaps.size();
+  ProgressBar progress("scenarios", total);
+  std::ostringstream out;
+  out << std::setprecision(6);
+  out << "model,plan,system,gpus,overlap,f_p,f_g,f_os,micro_batches,step_seconds,mfu,tokens_per_gpu_per_second,"
+         "peak_memory_gib,fits,exposed_communication_seconds,note\n";
+  for (const ScenarioRun& run : runs) {
+    for (const std::string& plan : run.plans) {
+      for (int gpus : run.gpus) {
+        for (const std::string& overlap : run.overlaps) {
+          out << run.model << "," << plan << ",";
+          JobOptions job;
+          job.cluster = cluster_name;
+          job.model = run.model;
+          job.plan = plan;
+          job.training = run.training;
+          job.gpus = gpus;
+          try {
+            JobInputs inputs = load_job_inputs(job);
+            apply_overlap_level(inputs.step.plan, overlap);
+            const workloads::Program program = workloads::compile_step(inputs.step);
+            const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile);
+            const sim::StepSummary summary = sim::summarize_step(program, timeline, profile, spec.node.gpu_memory_bytes);
+            const nlohmann::json& d = program.description;
+            out << d["system"].get<std::string>() << "," << gpus << "," << overlap << ","
+                << d["factors"]["parameters"] << "," << d["factors"]["gradients"] << "," << d["factors"]["optimizer"]
+                << "," << d["gradient_accumulation_steps"] << ",";
+            if (timeline.out_of_memory) {
+              out << ",,,,no,,out of memory at " << csv_field(timeline.out_of_memory->op) << "\n";
+            } else {
+              out << summary.step_seconds << "," << summary.mfu << "," << summary.tokens_per_gpu_per_second << ","
+                  << summary.peak_memory.total_bytes / (1024.0 * 1024.0 * 1024.0) << ",yes,"
+                  << summary.breakdown.exposed_total() << ",\n";
+            }
+          } catch (const InputError& e) {
+            // A combination the plan's rules refuse (factors that do not divide
+            // the GPU count, say) is a row that says why, not a failed run.
+            out << ",," << gpus << "," << overlap << ",,,,,,,,,," << csv_field(e.what()) << "\n";
+          }
+          progress.advance();
+        }
+      }
+    }
+  }
+  if (options.csv.empty()) {
+    std::fputs(out.str().c_str(), stdout);
+  } else {
+    AtomicOutputFile file(options.csv);
+    file.stream() << out.str();
+    file.commit();
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_scenarios_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<ScenarioOptions>();
+  CLI::App* command = app.add_subcommand("scenarios", "Run a bundled set of training-step simulations into a CSV");
+  command->footer(
+      "Example (regenerates results/amsp/predictions.csv):\n"
+      "  shardsim scenarios results/amsp/scenarios.json --csv results/amsp/predictions.csv");
+  command->add_option("file", options->file, "Scenario JSON (cluster, and runs of models x plans x GPUs x overlaps)")
+      ->required();
+  command->add_option("--csv", options->csv, "Write the CSV here instead of stdout");
+  command->callback([options, &exit_code] { exit_code = run_scenarios(*options); });
+}
+
+}  // namespace shardsim::cli
