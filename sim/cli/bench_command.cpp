@@ -78,9 +78,16 @@ int run_bench(const std::string& cluster, int repeat) {
       {"8 B..8 GiB sweep of every collective, " + cluster + ", analytical",
        {"collective", "--cluster", cluster, "--op", "all", "-b", "8", "-e", "8G", "--network", "analytical"},
        ""},
+      {"training step, LLaMA-7B ZeRO-3, every rank of " + cluster,
+       {"run", "--cluster", cluster, "--model", "llama-7b", "--plan", "zero3"},
+       "<= 1 s, <= 2 GiB"},
+      {"training step, LLaMA-30B AMSP (8, 8, 32), every rank of " + cluster,
+       {"run", "--cluster", cluster, "--model", "llama-30b", "--plan", "amsp-llama30b", "--training",
+        "seq4096-mbs1-4m-tokens-full-recompute"},
+       "<= 1 s, <= 2 GiB"},
   };
   std::printf("# shardsim bench: whole process per case, best wall time of %d runs, peak RSS\n", repeat);
-  std::printf("%-62s %10s %14s  %s\n", "case", "wall (s)", "peak RSS (MiB)", "target");
+  std::printf("%-72s %10s %14s  %s\n", "case", "wall (s)", "peak RSS (MiB)", "target");
   for (const BenchCase& c : cases) {
     Measurement best;
     for (int i = 0; i < repeat; ++i) {
@@ -88,7 +95,7 @@ int run_bench(const std::string& cluster, int repeat) {
       best.wall_seconds = std::min(best.wall_seconds, m.wall_seconds);
       best.peak_rss_mib = std::max(best.peak_rss_mib, m.peak_rss_mib);
     }
-    std::printf("%-62s %10.3f %14.1f  %s\n", c.name.c_str(), best.wall_seconds, best.peak_rss_mib, c.target.c_str());
+    std::printf("%-72s %10.3f %14.1f  %s\n", c.name.c_str(), best.wall_seconds, best.peak_rss_mib, c.target.c_str());
     std::fflush(stdout);
   }
   return 0;
