@@ -76,10 +76,7 @@ sim::StepTimeline simulate(const Program& program, sim::NetworkMode network = si
 }
 
 double step_seconds(StepConfig config, const std::string& level) {
-  auto& o = config.plan.overlap;
-  o.gather_scatter = level != "none";
-  o.optimizer_all_reduce = level == "ag-rs+ar" || level == "all";
-  o.parameter_broadcast = level == "all";
+  apply_overlap_level(config.plan, level);
   return seconds_from_picoseconds(simulate(compile_step(config)).step_time);
 }
 

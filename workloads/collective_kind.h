@@ -17,6 +17,7 @@
 namespace shardsim::workloads {
 
 enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv };
+inline constexpr int kCollectiveOpCount = 7;
 enum class Algorithm { ring, tree, hierarchical, direct };
 enum class Protocol { ll, ll128, simple };
 

@@ -3,6 +3,8 @@
 #include "topology/json_input.h"
 #include "topology/presets.h"
 
+#include <stdexcept>
+
 namespace shardsim::workloads {
 
 namespace {
@@ -119,6 +121,16 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
     check_group(plan.secondary_parameter_group, data_parallel, gpus_per_node, file, "secondary_parameter_group");
   }
   return f;
+}
+
+void apply_overlap_level(Plan& plan, const std::string& level) {
+  if (level == "plan") return;
+  if (level != "all" && level != "ag-rs+ar" && level != "ag-rs" && level != "none") {
+    throw std::invalid_argument("overlap level '" + level + "': use plan, all, ag-rs+ar, ag-rs or none");
+  }
+  plan.overlap.gather_scatter = level != "none";
+  plan.overlap.optimizer_all_reduce = level == "ag-rs+ar" || level == "all";
+  plan.overlap.parameter_broadcast = level == "all";
 }
 
 }  // namespace shardsim::workloads

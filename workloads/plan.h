@@ -94,4 +94,12 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
 
 std::string to_string(ShardingSystem system);
 
+// The overlap levels of AMSP's ablation, cumulative: "all" (AG/RS + AR + BC),
+// "ag-rs+ar", "ag-rs", "none"; "plan" leaves the plan's switches as they are.
+inline const std::vector<std::string> kOverlapLevels = {"plan", "all", "ag-rs+ar", "ag-rs", "none"};
+
+// Sets the plan's overlap switches to a level; std::invalid_argument for an
+// unknown level.
+void apply_overlap_level(Plan& plan, const std::string& level);
+
 }  // namespace shardsim::workloads

@@ -30,6 +30,8 @@ class StepBuilder {
         e_(config.training.bytes_per_value) {}
 
   void build();
+  const ShardingFactors& factors() const { return factors_; }
+  std::int64_t accumulation() const { return accumulation_; }
 
  private:
   struct Communicators {
@@ -414,10 +416,9 @@ Program compile_step(const StepConfig& config) {
   program.streams = {"compute", "parameter_gather", "gradient_reduce", "optimizer_reduce", "parameter_update"};
   program.programs.emplace_back();
   program.program_of_rank.assign(static_cast<std::size_t>(config.data_parallel), 0);
-  StepBuilder(config, program).build();
-
-  const ShardingFactors factors =
-      resolve_factors(config.plan, config.data_parallel, config.gpus_per_node, config.plan_file);
+  StepBuilder builder(config, program);
+  builder.build();
+  const ShardingFactors& factors = builder.factors();
   program.description = {
       {"model", config.model.name},
       {"parameters", count_parameters(config.model).total()},
@@ -433,8 +434,7 @@ Program compile_step(const StepConfig& config) {
       {"secondary_parameter_group", config.plan.secondary_parameter_group},
       {"sequence_length", config.training.sequence_length},
       {"micro_batch_size", config.training.micro_batch_size},
-      {"gradient_accumulation_steps",
-       gradient_accumulation_steps(config.training, config.data_parallel, config.training_file)},
+      {"gradient_accumulation_steps", builder.accumulation()},
       {"tokens_per_step", config.training.global_batch_tokens()},
       {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
       {"recompute", to_string(config.training.recompute)},

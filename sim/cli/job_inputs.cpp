@@ -43,20 +43,9 @@ JobInputs load_job_inputs(const JobOptions& options) {
     step.plan_file = step.training_file = options.deepspeed;
   }
   // Both checks name the file at fault before anything is compiled.
-  resolve_factors(step.plan, step.data_parallel, step.gpus_per_node, step.plan_file);
-  gradient_accumulation_steps(step.training, step.data_parallel, step.training_file);
+  inputs.factors = resolve_factors(step.plan, step.data_parallel, step.gpus_per_node, step.plan_file);
+  inputs.gradient_accumulation_steps = gradient_accumulation_steps(step.training, step.data_parallel, step.training_file);
   return inputs;
-}
-
-void apply_overlap_level(workloads::Plan& plan, const std::string& level) {
-  if (level == "plan") return;
-  if (level != "all" && level != "ag-rs+ar" && level != "ag-rs" && level != "none") {
-    throw std::invalid_argument("overlap level '" + level + "': use plan, all, ag-rs+ar, ag-rs or none");
-  }
-  auto& o = plan.overlap;
-  o.gather_scatter = level != "none";
-  o.optimizer_all_reduce = level == "ag-rs+ar" || level == "all";
-  o.parameter_broadcast = level == "all";
 }
 
 }  // namespace shardsim::cli

@@ -29,6 +29,8 @@ struct JobOptions {
 struct JobInputs {
   topology::ClusterSpec cluster;
   workloads::StepConfig step;  // model, training, plan, data-parallel size
+  workloads::ShardingFactors factors;
+  std::int64_t gradient_accumulation_steps = 1;
 };
 
 void add_job_options(CLI::App& command, JobOptions& options);
@@ -36,10 +38,5 @@ void add_job_options(CLI::App& command, JobOptions& options);
 // Throws InputError / std::invalid_argument with the file, field or option at fault.
 JobInputs load_job_inputs(const JobOptions& options);
 
-// "plan" keeps the plan's overlap switches; the others are the cumulative
-// levels of AMSP's ablation: "all" (AG/RS + AR + BC), "ag-rs+ar", "ag-rs",
-// "none". std::invalid_argument for anything else.
-void apply_overlap_level(workloads::Plan& plan, const std::string& level);
-inline const char* const kOverlapLevels[] = {"plan", "all", "ag-rs+ar", "ag-rs", "none"};
 
 }  // namespace shardsim::cli

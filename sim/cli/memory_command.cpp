@@ -29,10 +29,8 @@ int run_memory(const MemoryOptions& options) {
   const Plan& plan = inputs.step.plan;
   const TrainingConfig& training = inputs.step.training;
   const int gpus = inputs.step.data_parallel;
-  const std::string& plan_file = inputs.step.plan_file;
-  const std::string& batch_file = inputs.step.training_file;
-  const ShardingFactors factors = resolve_factors(plan, gpus, cluster.node.gpus, plan_file);
-  const std::int64_t accumulation = gradient_accumulation_steps(training, gpus, batch_file);
+  const ShardingFactors& factors = inputs.factors;
+  const std::int64_t accumulation = inputs.gradient_accumulation_steps;
   const std::int64_t parameters = count_parameters(model).total();
   const MemoryBreakdown memory = estimate_memory(model, training, plan, factors, gpus);
   const double capacity = cluster.node.gpu_memory_bytes;

@@ -123,7 +123,7 @@ void print_table(const workloads::Program& program, const sim::StepTimeline& tim
 int run_step(const RunOptions& options) {
   JobInputs inputs = load_job_inputs(options.job);
   workloads::StepConfig& step = inputs.step;
-  apply_overlap_level(step.plan, options.overlap);
+  workloads::apply_overlap_level(step.plan, options.overlap);
   if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
   if (options.breakdown_rank < 0 || options.breakdown_rank >= step.data_parallel) {
     throw std::invalid_argument("--rank " + std::to_string(options.breakdown_rank) + ": the job has ranks 0 to " +
@@ -195,7 +195,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option("--overlap", options->overlap,
                       "Overlaps, as the plan says or one of AMSP's ablation levels: all (AG/RS + AR + BC), "
                       "ag-rs+ar, ag-rs, none")
-      ->check(CLI::IsMember({"plan", "all", "ag-rs+ar", "ag-rs", "none"}))
+      ->check(CLI::IsMember(workloads::kOverlapLevels))
       ->capture_default_str();
   command->add_option("--behaviour", options->behaviour,
                       "DeepSpeed/MiCS limitations: as the plan says, as_implemented or ideal")

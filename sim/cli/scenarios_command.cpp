@@ -53,7 +53,8 @@ std::vector<ScenarioRun> parse_runs(JsonObjectReader& reader) {
     run.plans = entry.string_list("plans");
     run.overlaps = entry.string_list("overlap");
     for (const std::string& level : run.overlaps) {
-      if (std::find(std::begin(kOverlapLevels), std::end(kOverlapLevels), level) == std::end(kOverlapLevels)) {
+      if (std::find(workloads::kOverlapLevels.begin(), workloads::kOverlapLevels.end(), level) ==
+          workloads::kOverlapLevels.end()) {
         entry.fail("overlap", "unknown level '" + level + "' (plan, all, ag-rs+ar, ag-rs, none)");
       }
     }
@@ -110,7 +111,7 @@ int run_scenarios(const ScenarioOptions& options) {
           job.gpus = gpus;
           try {
             JobInputs inputs = load_job_inputs(job);
-            apply_overlap_level(inputs.step.plan, overlap);
+            workloads::apply_overlap_level(inputs.step.plan, overlap);
             const workloads::Program program = workloads::compile_step(inputs.step);
             const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile);
             const sim::StepSummary summary = sim::summarize_step(program, timeline, profile, spec.node.gpu_memory_bytes);

@@ -39,7 +39,11 @@ void write_chrome_trace(std::ostream& out, const workloads::Program& program, co
   };
   out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
   // Per call: the recorded members so far, to chain flow arrows through them.
-  std::map<std::int64_t, std::pair<int, TimePs>> previous_member;
+  struct Member {
+    int rank, stream;
+    TimePs start;
+  };
+  std::map<std::int64_t, Member> previous_member;
   std::int64_t flow_id = 0;
   for (int rank : ranks) {
     const auto& rank_program = program.program_of(rank);
@@ -78,15 +82,14 @@ void write_chrome_trace(std::ostream& out, const workloads::Program& program, co
         const std::int64_t call = call_ids[static_cast<std::size_t>(rank)][i];
         const auto found = previous_member.find(call);
         if (found != previous_member.end()) {
-          const auto [from_rank, from_time] = found->second;
-          const int from_tid = op.stream;
-          emit({{"ph", "s"}, {"name", "collective"}, {"cat", "collective"}, {"id", flow_id}, {"pid", from_rank},
-                {"tid", from_tid}, {"ts", us(from_time)}});
+          const Member& from = found->second;
+          emit({{"ph", "s"}, {"name", "collective"}, {"cat", "collective"}, {"id", flow_id}, {"pid", from.rank},
+                {"tid", from.stream}, {"ts", us(from.start)}});
           emit({{"ph", "f"}, {"bp", "e"}, {"name", "collective"}, {"cat", "collective"}, {"id", flow_id}, {"pid", rank},
                 {"tid", op.stream}, {"ts", us(t.start)}});
           ++flow_id;
         }
-        previous_member[call] = {rank, t.start};
+        previous_member[call] = {rank, op.stream, t.start};
       }
     }
   }

@@ -34,7 +34,7 @@ TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeli
   TimeBreakdown breakdown;
   breakdown.rank = rank;
   int computing = 0;
-  std::array<int, 7> in_flight{};
+  std::array<int, workloads::kCollectiveOpCount> in_flight{};
   TimePs previous = 0;
   for (std::size_t i = 0; i <= edges.size(); ++i) {
     const TimePs now = i < edges.size() ? edges[i].when : timeline.step_time;

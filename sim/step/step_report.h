@@ -24,7 +24,7 @@ namespace shardsim::sim {
 struct TimeBreakdown {
   int rank = 0;
   double compute_seconds = 0;
-  std::array<double, 7> exposed_seconds{};  // by CollectiveOp
+  std::array<double, workloads::kCollectiveOpCount> exposed_seconds{};  // by CollectiveOp
   double idle_seconds = 0;
   double communication_seconds = 0;
   double exposed_total() const;
