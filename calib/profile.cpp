@@ -167,6 +167,7 @@ Profile parse_profile(const nlohmann::json& document, const std::string& file) {
   }
 
   profile.compute = parse_compute(reader.object("compute"));
+  if (reader.has("measured")) profile.measured = parse_measured_curves(reader.object("measured"));
   profile.sources = reader.string_list("sources");
   reader.finish();
   return profile;

@@ -20,11 +20,15 @@
 //                                         memory-bound kernels reach;
 //   compute.kernel_launch_seconds         added to every kernel;
 //   compute.interference_slowdown         s: compute runs 1 + s times slower while a
-//                                         collective of the same GPU is in flight.
+//                                         collective of the same GPU is in flight;
+//   measured (optional)                   what a fit measured: curves per collective
+//                                         and group shape, GEMM dtype and copy kind
+//                                         (calib/measured_curves.h), for table mode.
 // Every link and algorithm entry carries a "source" saying where its numbers
 // come from. A protocol missing from an algorithm is not available there.
 #pragma once
 
+#include "calib/measured_curves.h"
 #include "topology/link_kind.h"
 #include "workloads/collective_kind.h"
 
@@ -102,6 +106,7 @@ struct Profile {
   std::array<LinkCalibration, topology::kLinkKindCount> links{};
   std::map<std::pair<CollectiveOp, Algorithm>, AlgorithmParams> collectives;
   ComputeCalibration compute;
+  MeasuredCurves measured;  // empty for a datasheet profile
   std::vector<std::string> sources;
 
   double bandwidth_efficiency(LinkKind kind) const {

@@ -1,8 +1,23 @@
 #include "sim/collective_runner.h"
 
+#include "topology/json_input.h"
+
 #include <stdexcept>
 
 namespace shardsim::sim {
+
+NetworkMode parse_network_mode(const std::string& name) {
+  if (name == "flow") return NetworkMode::flow;
+  if (name == "analytical") return NetworkMode::analytical;
+  if (name == "table") return NetworkMode::table;
+  throw InputError("--network: '" + name + "' is not a network mode (flow, analytical, table)");
+}
+
+double measured_collective_seconds(const calib::Profile& profile, workloads::CollectiveOp op, int ranks, int nodes,
+                                   double bytes) {
+  const calib::MeasuredCollective* measured = profile.measured.find(op, ranks, nodes);
+  return measured == nullptr ? -1.0 : measured->curve.seconds_at(bytes);
+}
 
 std::vector<double> achievable_link_capacities(const topology::Cluster& cluster, const calib::Profile& profile) {
   std::vector<double> capacity;

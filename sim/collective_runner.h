@@ -15,13 +15,25 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace shardsim::sim {
 
 // flow: transfers share links max-min fairly on the flow network;
-// analytical: each collective takes its alpha-beta cost (no contention).
-enum class NetworkMode { flow, analytical };
+// analytical: each collective takes its alpha-beta cost (no contention);
+// table: a collective whose (op, ranks, nodes) the profile measured takes the
+// measured time, interpolated between measured sizes (TECHNIQUES §2's
+// "table mode"); any other falls back to analytical.
+enum class NetworkMode { flow, analytical, table };
+
+// "flow", "analytical" or "table"; throws InputError for anything else.
+NetworkMode parse_network_mode(const std::string& name);
+
+// The measured time of a collective in table mode, or -1 when the profile
+// has no curve for its shape.
+double measured_collective_seconds(const calib::Profile& profile, workloads::CollectiveOp op, int ranks, int nodes,
+                                   double bytes);
 
 // What each link can carry: nominal bandwidth times the profile's efficiency
 // for its kind.

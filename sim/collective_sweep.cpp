@@ -47,7 +47,14 @@ std::vector<NcclTestsRow> run_collective_sweep(const topology::Cluster& cluster,
     const AlgorithmCandidate& choice = chooser.choose(row.size.bytes);
     row.algorithm = std::string(workloads::to_string(choice.algorithm)) + "/" +
                     std::string(workloads::to_string(choice.protocol));
-    if (sweep.mode == NetworkMode::analytical) {
+    const double measured = sweep.mode == NetworkMode::table
+                                ? measured_collective_seconds(profile, sweep.op, group.size(), group.node_count(),
+                                                              row.size.bytes)
+                                : -1.0;
+    if (measured >= 0) {
+      row.seconds = measured;
+      row.algorithm = "measured";
+    } else if (sweep.mode != NetworkMode::flow) {
       row.seconds = choice.cost.seconds(row.size.bytes);
     } else {
       auto& plan = plans[{choice.algorithm, choice.protocol}];

@@ -303,3 +303,39 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
       {"run --cluster dgx-a100-2node --overlap some", "--overlap"},
   });
 }
+
+TEST_CASE("calib: nccl-tests logs -> raw -> profile -> report, bad input exits 2", "[cli][calib]") {
+  Scratch scratch;
+  const std::string data = std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/nccl_tests/";
+  const std::string raw = scratch.path("raw.json").string(), profile = scratch.path("profile.json").string();
+  Result r = run(scratch, "calib import-nccl-tests " + data + "all_reduce_8gpu.log " + data +
+                              "all_gather_16gpu_2node.json -o " + raw);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("all_gather") && Catch::Contains("ring"));
+  r = run(scratch, "calib fit " + raw + " --base h100 --cluster h100-8node -o " + profile);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("all_reduce auto 8 ranks / 1 node") && Catch::Contains("R^2"));
+  r = run(scratch, "calib report " + profile);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("all_gather ring 16r/2n"));
+  // The simulated sweep in table mode is the log again.
+  r = run(scratch, "collective --cluster h100-8node --profile " + profile +
+                       " --network table --op all_reduce --gpus 8 -b 1M -e 1M");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("35.31") && Catch::Contains("measured"));
+
+  nlohmann::json broken = nlohmann::json::parse(read(profile));
+  broken["compute"].erase("hbm_efficiency");
+  const std::string broken_profile = scratch.write("broken-profile.json", broken.dump());
+  nlohmann::json broken_raw = nlohmann::json::parse(read(raw));
+  broken_raw["collectives"][0]["seconds"] = -1;
+  const std::string bad_raw = scratch.write("bad-raw.json", broken_raw.dump());
+  const std::string refused_output = scratch.path("refused.json").string();
+  require_refused(scratch, {
+      {"calib import-nccl-tests " + data + "all_reduce_truncated.log -o " + refused_output, "truncated"},
+      {"calib import-nccl-tests " + data + "reduce_scatter_wrong.log -o " + refused_output, "#wrong != 0"},
+      {"calib fit " + bad_raw + " -o " + refused_output, "collectives[0].seconds: must be a positive number"},
+      {"calib report " + broken_profile, "compute.hbm_efficiency"},
+  });
+  CHECK_FALSE(fs::exists(refused_output));
+}

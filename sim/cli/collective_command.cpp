@@ -107,7 +107,7 @@ int run_collective(const CollectiveOptions& options) {
   if (!type) throw std::invalid_argument("--type: unknown data type '" + options.type + "'");
   sweep.type = *type;
   sweep.root = options.root;
-  sweep.mode = options.network == "analytical" ? sim::NetworkMode::analytical : sim::NetworkMode::flow;
+  sweep.mode = sim::parse_network_mode(options.network);
   sweep.algorithm = parse_or_auto("--algo", options.algo, workloads::parse_algorithm);
   sweep.protocol = parse_or_auto("--proto", options.proto, workloads::parse_protocol);
 
@@ -171,8 +171,9 @@ void add_collective_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(2LL, 1LL << 20))
       ->capture_default_str();
   command->add_option("--network", options->network,
-                      "flow: max-min fair flows on the routed fabric; analytical: alpha-beta closed forms")
-      ->check(CLI::IsMember({"flow", "analytical"}))
+                      "flow: max-min fair flows on the routed fabric; analytical: alpha-beta closed forms; "
+                      "table: the profile's measured curves where it has them")
+      ->check(CLI::IsMember({"flow", "analytical", "table"}))
       ->capture_default_str();
   command->add_option("--algo", options->algo, "Algorithm: auto (NCCL's choice), ring, tree, hier, direct")
       ->check(CLI::IsMember({"auto", "ring", "tree", "hier", "direct"}))

@@ -15,5 +15,6 @@ void add_bench_command(CLI::App& app, int& exit_code);
 void add_presets_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_scenarios_command(CLI::App& app, int& exit_code);
+void add_calib_command(CLI::App& app, int& exit_code);
 
 }  // namespace shardsim::cli

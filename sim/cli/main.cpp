@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  shardsim collective --cluster dgx-a100-1024 --op all_reduce     simulated nccl-tests\n"
       "  shardsim memory --model llama-13b --plan amsp-llama13b --gpus 64 peak memory of a plan\n"
+      "  shardsim calib fit probe.json --base h200 -o mine.json          a profile from measurements\n"
       "  shardsim presets                                                bundled clusters and profiles\n"
       "  shardsim bench                                                  wall time and peak memory\n"
       "Run 'shardsim <command> --help' for a command's options.");
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   shardsim::cli::add_memory_command(app, exit_code);
   shardsim::cli::add_presets_command(app, exit_code);
   shardsim::cli::add_bench_command(app, exit_code);
+  shardsim::cli::add_calib_command(app, exit_code);
 
   // CLI11 would only say that a subcommand is required; name the stray word.
   if (argc > 1 && argv[1][0] != '-') {

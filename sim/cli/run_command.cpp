@@ -141,7 +141,7 @@ int run_step(const RunOptions& options) {
     out.commit();
   }
   sim::StepSimulationOptions simulation;
-  simulation.network = options.network == "analytical" ? sim::NetworkMode::analytical : sim::NetworkMode::flow;
+  simulation.network = sim::parse_network_mode(options.network);
   auto progress = std::make_shared<ProgressBar>("simulating " + std::to_string(program.total_ops()) + " ops", 100);
   std::size_t shown = 0;
   simulation.on_progress = [&](double fraction) {
@@ -189,8 +189,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
       "ranks --trace and --h5 write (default: the first node's).");
   add_job_options(*command, options->job);
   command->add_option("--profile", options->profile, "Calibration profile JSON or preset (default: the cluster's)");
-  command->add_option("--network", options->network, "flow: shared links, max-min fair; analytical: alpha-beta")
-      ->check(CLI::IsMember({"flow", "analytical"}))
+  command->add_option("--network", options->network, "flow: shared links, max-min fair; analytical: alpha-beta; "
+                                                        "table: measured curves of the profile, else alpha-beta")
+      ->check(CLI::IsMember({"flow", "analytical", "table"}))
       ->capture_default_str();
   command->add_option("--overlap", options->overlap,
                       "Overlaps, as the plan says or one of AMSP's ablation levels: all (AG/RS + AR + BC), "

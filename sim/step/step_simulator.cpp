@@ -368,7 +368,12 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
   GroupAlgorithms& chosen = algorithms(communicator, group, instance);
   const AlgorithmCandidate& choice = chosen.chooser->choose(instance.bytes);
   if (!network_) {
-    engine_.schedule_after(picoseconds_from_seconds(choice.cost.seconds(instance.bytes)),
+    const double measured =
+        options_.network == NetworkMode::table
+            ? measured_collective_seconds(profile_, instance.kind, chosen.layout->size(), chosen.layout->node_count(),
+                                          instance.bytes)
+            : -1.0;
+    engine_.schedule_after(picoseconds_from_seconds(measured >= 0 ? measured : choice.cost.seconds(instance.bytes)),
                            [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }

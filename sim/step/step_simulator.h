@@ -13,7 +13,8 @@
 //     NCCL, so a straggler delays everyone), with the algorithm and protocol
 //     NCCL would pick for its size (selection.h), on one shared FlowNetwork
 //     (contention between concurrent collectives included) or from its
-//     alpha-beta cost (analytical mode, no contention);
+//     alpha-beta cost (analytical mode, no contention), or the profile's
+//     measured time for that collective and group shape (table mode);
 //   - memory ops allocate or free at once; the rank's memory starts at the
 //     program's resident bytes. The first allocation past the GPU's capacity
 //     stops the simulation: the Timeline reports where and with what

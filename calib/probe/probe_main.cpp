@@ -1,0 +1,121 @@
+// shardsim-probe: measures the machine it runs on into raw measurements
+// (calib/measurements.h) for `shardsim calib fit`.
+//
+//   shardsim-probe --out h200.json                      GPU: cuBLASLt, copies, launch, NCCL over local GPUs
+//   mpirun -np 8 shardsim-probe --out multi.json        one process per GPU, NCCL across nodes
+//   mpirun -np 2 shardsim-probe --backend cpu --quick --out cpu.json
+//
+// Rank 0 prints progress and an nccl-tests-style table and writes the file
+// (to a temporary name, renamed when complete).
+#include "calib/measurements.h"
+#include "calib/probe/cpu_probe.h"
+#include "calib/probe/probe_options.h"
+#include "sim/cli/atomic_output.h"
+#include "sim/nccl_tests_table.h"
+#include "topology/json_input.h"
+#ifdef SHARDSIM_PROBE_WITH_CUDA
+#include "calib/probe/gpu_probe.h"
+#endif
+
+#include <CLI/CLI.hpp>
+#include <mpi.h>
+
+#include <iostream>
+#include <map>
+
+namespace {
+
+using namespace shardsim;
+
+void print_collectives(const calib::Measurements& m) {
+  std::map<workloads::CollectiveOp, std::vector<sim::NcclTestsRow>> by_op;
+  for (const auto& c : m.collectives) {
+    sim::NcclTestsRow row;
+    row.op = c.op;
+    row.size = sim::nccl_tests_size(c.op, static_cast<long long>(c.bytes), *sim::parse_data_type("float"), c.ranks);
+    row.type = c.type;
+    row.root = c.op == workloads::CollectiveOp::broadcast ? 0 : -1;
+    row.seconds = c.seconds;
+    row.ranks = c.ranks;
+    row.algorithm = c.algorithm;
+    by_op[c.op].push_back(row);
+  }
+  for (const auto& [op, rows] : by_op) {
+    std::cout << "#\n# Collective test: " << workloads::to_string(op) << " (" << rows.front().ranks << " ranks)\n";
+    sim::write_nccl_tests_header(std::cout);
+    for (const auto& row : rows) sim::write_nccl_tests_row(std::cout, row);
+    sim::write_nccl_tests_footer(std::cout, rows);
+  }
+}
+
+int run(int argc, char** argv, int rank) {
+  CLI::App app{"shardsim-probe: measure GEMMs, memory copies, kernel launches and collectives for shardsim calib fit",
+               "shardsim-probe"};
+  std::string backend = "auto";
+  std::string output;
+  calib::ProbeOptions options;
+  app.add_option("--backend", backend, "gpu (CUDA, cuBLASLt, NCCL), cpu (Eigen, MPI) or auto (gpu when one is visible)")
+      ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
+  app.add_option("-o,--out", output, "raw measurements JSON to write")->required();
+  app.add_flag("--quick", options.quick, "small sizes and few repeats (a CI smoke run)");
+  app.add_option("--max-bytes", options.max_bytes, "largest collective and copy, bytes");
+  app.add_option("--repeats", options.repeats, "timed repeats per point (the median is kept)")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup, "untimed calls before timing")->check(CLI::NonNegativeNumber);
+  app.footer("Then: shardsim calib fit " + std::string("OUT.json --base h200 --cluster h200-1024 -o profile.json"));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    return code == 0 ? 0 : 2;
+  }
+  if (options.quick && !app.count("--repeats")) options.repeats = 3;
+  if (options.quick && !app.count("--warmup")) options.warmup = 1;
+  if (rank == 0) options.print = [](const std::string& line) { std::cout << "# " << line << "\n" << std::flush; };
+
+#ifdef SHARDSIM_PROBE_WITH_CUDA
+  const bool gpu = backend == "gpu" || (backend == "auto" && calib::gpu_visible());
+#else
+  if (backend == "gpu") {
+    if (rank == 0) std::cerr << "shardsim-probe: built without CUDA/NCCL; use --backend cpu\n";
+    return 2;
+  }
+  const bool gpu = false;
+#endif
+  calib::Measurements measurements;
+#ifdef SHARDSIM_PROBE_WITH_CUDA
+  if (gpu) measurements = calib::run_gpu_probe(options);
+#endif
+  if (!gpu) measurements = calib::run_cpu_probe(options);
+
+  if (rank == 0) {
+    print_collectives(measurements);
+    cli::AtomicOutputFile file(output);
+    file.stream() << calib::measurements_to_json(measurements).dump(1) << "\n";
+    file.commit();
+    std::cout << "# wrote " << measurements.gemm.size() << " GEMMs, " << measurements.copies.size() << " copies, "
+              << measurements.collectives.size() << " collective points to " << output << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = 0;
+  try {
+    code = run(argc, argv, rank);
+  } catch (const shardsim::InputError& e) {
+    std::cerr << "shardsim-probe: " << e.what() << "\n";
+    code = 2;
+  } catch (const std::exception& e) {
+    // One rank failing leaves the others inside a collective: abort them all.
+    std::cerr << "shardsim-probe: rank " << rank << ": " << e.what() << "\n";
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}

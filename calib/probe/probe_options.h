@@ -1,0 +1,29 @@
+// What the probes measure, shared by the CPU and GPU backends.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardsim::calib {
+
+struct ProbeOptions {
+  bool quick = false;            // small sizes and few repeats (CI)
+  double max_bytes = 1 << 30;    // largest collective / copy
+  int warmup = 3;
+  int repeats = 10;              // timings per point; the median is kept
+  // Called with one line of progress or an nccl-tests-style table row.
+  std::function<void(const std::string&)> print = [](const std::string&) {};
+};
+
+// m, n, k grids: powers of two squares plus the shapes a transformer layer
+// produces for the given hidden size (QKV, output projection, MLP) at a few
+// token counts.
+struct GemmShape3 {
+  long long m = 0, n = 0, k = 0;
+};
+std::vector<GemmShape3> probe_gemm_shapes(long long max_square, long long hidden, long long max_tokens);
+
+double median_of(std::vector<double> values);
+
+}  // namespace shardsim::calib

@@ -1,0 +1,295 @@
+// Calibration: the least-squares fit against lines it must recover, the
+// nccl-tests importer against sample logs written in nccl-tests' format
+// (tests/data/nccl_tests/make_samples.py states the lines behind them), and
+// a fitted profile in the simulator: table mode replays the measurements,
+// and a measured GEMM efficiency changes the step by what the numbers say.
+#include "calib/line_fit.h"
+#include "calib/measurements.h"
+#include "calib/nccl_tests_log.h"
+#include "calib/profile.h"
+#include "calib/profile_fit.h"
+#include "fixtures.h"
+#include "sim/step/kernel_time.h"
+#include "sim/step/step_simulator.h"
+#include "topology/json_input.h"
+#include "topology/presets.h"
+#include "workloads/step_compiler.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+using namespace shardsim;
+using workloads::CollectiveOp;
+
+namespace {
+
+std::string sample(const std::string& name) { return std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/nccl_tests/" + name; }
+
+std::string read_text(const std::string& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+nlohmann::json base_profile(const std::string& preset) {
+  return load_json_file(resolve_preset(preset, "calib/profiles", "profile"));
+}
+
+std::vector<calib::LinePoint> points_of(const calib::Measurements& m, bool in_place) {
+  std::vector<calib::LinePoint> points;
+  for (const auto& c : m.collectives) {
+    if (c.in_place == in_place && c.bytes > 0) points.push_back({c.bytes, c.seconds});
+  }
+  return points;
+}
+
+}  // namespace
+
+TEST_CASE("the line fit recovers alpha and beta from noisy points within 1%", "[calib]") {
+  const double alpha = 20e-6, rate = 50e9;
+  std::mt19937 random(7);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  std::vector<calib::LinePoint> points;
+  for (double bytes = 1024; bytes <= 1024.0 * 1024 * 1024; bytes *= 2) {
+    for (int repeat = 0; repeat < 5; ++repeat) points.push_back({bytes, (alpha + bytes / rate) * (1 + noise(random))});
+  }
+  const calib::LineFit fit = calib::fit_line(points);
+  CHECK(fit.alpha_seconds == Approx(alpha).epsilon(0.01));
+  CHECK(fit.units_per_second == Approx(rate).epsilon(0.01));
+  CHECK(fit.r_squared > 0.99);
+  CHECK(fit.worst_relative_error < 0.05);
+
+  REQUIRE_THROWS_AS(calib::fit_line({{1024, 1e-3}, {1024, 2e-3}}), std::invalid_argument);
+}
+
+TEST_CASE("the fit recovers a GEMM efficiency curve and keeps the nominal peak", "[calib]") {
+  const nlohmann::json base = base_profile("h200");
+  const double peak = base["compute"]["dtypes"]["bf16"]["peak_flops_per_second"].get<double>();
+  const double overhead = 8e-6, rate = 0.75 * peak;  // t = t0 + F / R: efficiency F / (P (t0 + F / R))
+  std::mt19937 random(11);
+  std::normal_distribution<double> noise(0.0, 0.005);
+  calib::Measurements m;
+  m.machine = {"test", "synthetic H200", "cuda", ""};
+  for (long long s = 256; s <= 16384; s *= 2) {
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const double flops = 2.0 * s * s * s;
+      m.gemm.push_back({"bf16", s, s, s, (overhead + flops / rate) * (1 + noise(random))});
+    }
+  }
+  calib::FitOptions options;
+  options.base = base;
+  const calib::FitResult result = calib::fit_profile(m, options, "synthetic");
+  const calib::Profile profile = calib::parse_profile(result.profile, "fitted");
+  const calib::DtypeCompute& bf16 = *profile.compute.find("bf16");
+  CHECK(bf16.peak_flops_per_second == peak);
+  REQUIRE(bf16.gemm_efficiency.size() == 7);  // one octave of FLOPs per square size (x8 apart)
+  for (const auto& point : bf16.gemm_efficiency) {
+    INFO(point.flops);
+    CHECK(point.efficiency == Approx(point.flops / (peak * (overhead + point.flops / rate))).epsilon(0.01));
+  }
+  const calib::MeasuredCurve& curve = profile.measured.gemm.at("bf16");
+  CHECK(curve.fit.units_per_second == Approx(rate).epsilon(0.01));
+  CHECK(curve.fit.alpha_seconds == Approx(overhead).epsilon(0.01));
+  // What was not measured stays the base's.
+  CHECK(profile.compute.hbm_efficiency == base["compute"]["hbm_efficiency"].get<double>());
+  CHECK(profile.name == "h200-measured");
+}
+
+TEST_CASE("nccl-tests text logs import with both sides and the #wrong column", "[calib]") {
+  const calib::Measurements m = calib::import_nccl_tests(sample("all_reduce_8gpu.log"));
+  REQUIRE(m.collectives.size() == 2 * 28);  // 8 B .. 1 GiB, out-of-place and in-place
+  const auto& first = m.collectives[0];
+  CHECK(first.op == CollectiveOp::all_reduce);
+  CHECK(first.ranks == 8);
+  CHECK(first.nodes == 1);
+  CHECK(first.algorithm == "auto");
+  CHECK(first.bytes == 8);
+  CHECK(first.type == "float");
+  CHECK_FALSE(first.in_place);
+  CHECK(first.seconds == Approx(25.00e-6));
+  CHECK(m.collectives[1].in_place);
+  CHECK(m.collectives[1].seconds == Approx(24.75e-6));
+  CHECK(first.wrong == 0.0);
+  CHECK(m.machine.device == "NVIDIA H100 80GB HBM3");
+
+  // The sample's out-of-place line is 25 us + size / 100 GB/s.
+  const calib::LineFit fit = calib::fit_line(points_of(m, false));
+  CHECK(fit.alpha_seconds == Approx(25e-6).epsilon(0.01));
+  CHECK(fit.units_per_second == Approx(100e9).epsilon(0.01));
+}
+
+TEST_CASE("nccl-tests -J JSON imports the group, the algorithm and the rows", "[calib]") {
+  const calib::Measurements m = calib::import_nccl_tests(sample("all_gather_16gpu_2node.json"));
+  REQUIRE(m.collectives.size() == 2 * 19);  // 1 KiB .. 256 MiB
+  CHECK(m.collectives[0].op == CollectiveOp::all_gather);
+  CHECK(m.collectives[0].ranks == 16);
+  CHECK(m.collectives[0].nodes == 2);
+  CHECK(m.collectives[0].algorithm == "ring");  // NCCL_ALGO=Ring in the run's environment
+  const calib::LineFit fit = calib::fit_line(points_of(m, false));
+  CHECK(fit.alpha_seconds == Approx(40e-6).epsilon(0.01));
+  CHECK(fit.units_per_second == Approx(20e9).epsilon(0.01));
+}
+
+TEST_CASE("bad nccl-tests logs are refused with the reason", "[calib]") {
+  SECTION("truncated") {
+    REQUIRE_THROWS_WITH(calib::import_nccl_tests(sample("all_reduce_truncated.log")), Catch::Contains("truncated"));
+  }
+  SECTION("#wrong != 0 is refused, or kept flagged and left out of the fit") {
+    REQUIRE_THROWS_WITH(calib::import_nccl_tests(sample("reduce_scatter_wrong.log")),
+                        Catch::Contains("#wrong != 0") && Catch::Contains("reduce_scatter_wrong.log:"));
+    calib::NcclTestsImportOptions keep;
+    keep.keep_wrong = true;
+    const calib::Measurements m = calib::import_nccl_tests(sample("reduce_scatter_wrong.log"), keep);
+    int wrong = 0;
+    for (const auto& c : m.collectives) wrong += c.wrong && *c.wrong != 0;
+    CHECK(wrong == 2);  // 1 MiB, both sides
+    calib::FitOptions options;
+    options.base = base_profile("h100");
+    const calib::FitResult result = calib::fit_profile(m, options, "wrong.json");
+    const calib::Profile profile = calib::parse_profile(result.profile, "fitted");
+    const auto* curve = profile.measured.find(CollectiveOp::reduce_scatter, 4, 1);
+    REQUIRE(curve != nullptr);
+    CHECK(curve->curve.points.size() == 14);  // 1 KiB .. 16 MiB less 1 MiB
+    CHECK(curve->curve.fit.units_per_second == Approx(50e9 / 0.995).epsilon(0.01));
+    bool noted = false;
+    for (const auto& note : result.notes) noted |= note.find("#wrong") != std::string::npos;
+    CHECK(noted);
+    // Without a base, collectives alone make no profile: it says what is missing.
+    REQUIRE_THROWS_WITH(calib::fit_profile(m, {}, "wrong.json"), Catch::Contains("--base"));
+  }
+  SECTION("a collective the bus factor contradicts") {
+    std::string text = read_text(sample("all_reduce_8gpu.log"));
+    text.erase(text.find("# Collective test starting"), text.find('\n', text.find("# Collective test starting")) + 1 -
+                                                            text.find("# Collective test starting"));
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_text(text, "mystery.log"), Catch::Contains("pass --op"));
+    calib::NcclTestsImportOptions options;
+    options.op = CollectiveOp::all_gather;
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_text(text, "mystery.log", options), Catch::Contains("bus factor"));
+  }
+}
+
+TEST_CASE("raw measurements survive a JSON round trip and name bad fields", "[calib]") {
+  calib::Measurements m = calib::import_nccl_tests(sample("all_reduce_8gpu.log"));
+  m.gemm.push_back({"bf16", 128, 256, 512, 1e-5});
+  m.copies.push_back({"device_copy", 1 << 20, 1e-6});
+  m.kernel_launch_seconds = {3e-6, 4e-6};
+  m.interference.push_back({"bf16", 4096, 4096, 4096, 1e-3, 1.1e-3, CollectiveOp::all_reduce, 1 << 26});
+  const nlohmann::json document = calib::measurements_to_json(m);
+  CHECK(calib::measurements_to_json(calib::parse_measurements(document, "raw.json")) == document);
+
+  nlohmann::json bad = document;
+  bad["collectives"][3].erase("seconds");
+  REQUIRE_THROWS_WITH(calib::parse_measurements(bad, "raw.json"), Catch::Contains("raw.json: collectives[3].seconds"));
+}
+
+TEST_CASE("a fitted profile missing a field is refused", "[calib]") {
+  const calib::Measurements m = calib::import_nccl_tests(sample("all_reduce_8gpu.log"));
+  calib::FitOptions options;
+  options.base = base_profile("h100");
+  nlohmann::json profile = calib::fit_profile(m, options, "raw.json").profile;
+  REQUIRE_NOTHROW(calib::parse_profile(profile, "fitted.json"));
+  profile["measured"]["collectives"][0].erase("points");
+  REQUIRE_THROWS_WITH(calib::parse_profile(profile, "fitted.json"),
+                      Catch::Contains("fitted.json: measured.collectives[0].points"));
+}
+
+TEST_CASE("a cluster turns measured bus bandwidth into link efficiency", "[calib]") {
+  const calib::Measurements m = calib::import_nccl_tests(sample("all_reduce_8gpu.log"));
+  const topology::ClusterSpec cluster = topology::load_cluster_spec("h100-8node");
+  calib::FitOptions options;
+  options.base = base_profile("h100");
+  options.cluster = &cluster;
+  const calib::Profile profile = calib::parse_profile(calib::fit_profile(m, options, "raw.json").profile, "fitted");
+  // Largest row: 1 GiB, median of both sides, busbw = 2 (n-1)/n x size / time over 450 GB/s per direction.
+  const double seconds = 0.5 * (10762.4e-6 + 10654.8e-6);
+  const double busbw = 1073741824.0 / seconds * 1.75;
+  CHECK(profile.bandwidth_efficiency(topology::LinkKind::nvlink) == Approx(busbw / 450e9));
+}
+
+TEST_CASE("table mode replays measured collectives in the step simulator", "[calib]") {
+  const calib::Measurements m = calib::import_nccl_tests(sample("all_reduce_8gpu.log"));
+  const test::World datasheet("dgx-a100-8node");
+  calib::FitOptions options;
+  options.base = base_profile(datasheet.profile().name);
+  const calib::Profile fitted = calib::parse_profile(calib::fit_profile(m, options, "raw.json").profile, "fitted");
+  const test::World w(topology::load_cluster_spec("dgx-a100-8node"), fitted);
+
+  // A measured size gives the median of its rows; 1 MiB: 35.49 and 35.13 us.
+  CHECK(sim::measured_collective_seconds(fitted, CollectiveOp::all_reduce, 8, 1, 1048576) ==
+        Approx(0.5 * (35.49e-6 + 35.13e-6)));
+  CHECK(sim::measured_collective_seconds(fitted, CollectiveOp::all_reduce, 16, 2, 1048576) < 0);  // not measured
+
+  workloads::StepConfig config;
+  config.model = workloads::load_model("llama-7b");
+  config.model.layers = 2;
+  config.training.sequence_length = 512;
+  config.training.micro_batch_size = 1;
+  config.training.global_batch_sequences = 8;
+  config.plan = workloads::load_plan("zero0");
+  workloads::apply_overlap_level(config.plan, "none");
+  config.data_parallel = 8;
+  config.gpus_per_node = 8;
+  const workloads::Program program = workloads::compile_step(config);
+  sim::StepSimulationOptions table;
+  table.network = sim::NetworkMode::table;
+  const sim::StepTimeline timeline = sim::simulate_step(program, w.cluster(), w.router(), w.profile(), table);
+  int collectives = 0;
+  const auto& ops = program.program_of(0).ops;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind != workloads::OpKind::collective || ops[i].bytes == 0) continue;
+    ++collectives;
+    const auto& timing = timeline.ops[0][i];
+    INFO(ops[i].name);
+    CHECK(seconds_from_picoseconds(timing.end - timing.start) ==
+          Approx(sim::measured_collective_seconds(fitted, ops[i].collective, 8, 1, ops[i].bytes)).epsilon(1e-6));
+  }
+  CHECK(collectives > 0);
+}
+
+TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the numbers say", "[calib]") {
+  const test::World datasheet("dgx-a100-8node");
+  const calib::Profile& ds = datasheet.profile();
+  const double peak = ds.compute.find("bf16")->peak_flops_per_second;
+  calib::Measurements m;
+  m.machine = {"test", "synthetic A100 at 40% of peak", "cuda", ""};
+  for (long long s = 64; s <= 32768; s *= 2) m.gemm.push_back({"bf16", s, s, s, 2.0 * s * s * s / (0.4 * peak)});
+  calib::FitOptions options;
+  options.base = base_profile(ds.name);
+  const calib::Profile measured = calib::parse_profile(calib::fit_profile(m, options, "raw.json").profile, "fitted");
+  const test::World w(topology::load_cluster_spec("dgx-a100-8node"), measured);
+
+  workloads::StepConfig config;
+  config.model = workloads::load_model("llama-7b");
+  config.model.layers = 2;
+  config.training.sequence_length = 1024;
+  config.training.micro_batch_size = 1;
+  config.training.global_batch_sequences = 8;
+  config.plan = workloads::load_plan("zero3");
+  workloads::apply_overlap_level(config.plan, "none");
+  config.data_parallel = 8;
+  config.gpus_per_node = 8;
+  const workloads::Program program = workloads::compile_step(config);
+  double difference = 0;
+  int gemms = 0;
+  for (const auto& op : program.program_of(0).ops) {
+    if (op.kind != workloads::OpKind::compute || op.kernel != workloads::KernelClass::gemm) continue;
+    ++gemms;
+    const double expected = std::max(op.flops / (0.4 * peak), op.hbm_bytes / measured.compute.achievable_hbm_bytes_per_second()) +
+                            measured.compute.kernel_launch_seconds;
+    CHECK(sim::kernel_seconds(op, measured) == Approx(expected).epsilon(1e-9));
+    difference += sim::kernel_seconds(op, measured) - sim::kernel_seconds(op, ds);
+  }
+  REQUIRE(gemms > 0);
+  CHECK(difference > 0);  // the datasheet's efficiency is above 0.4 at these sizes
+  // With every overlap off the step is a sequence: only the GEMMs changed.
+  const auto step = [&](const test::World& world) {
+    return seconds_from_picoseconds(
+        sim::simulate_step(program, world.cluster(), world.router(), world.profile(), sim::StepSimulationOptions{}).step_time);
+  };
+  CHECK(step(w) - step(datasheet) == Approx(difference).epsilon(1e-6));
+}
