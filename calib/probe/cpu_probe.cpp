@@ -1,7 +1,8 @@
 #include "calib/probe/cpu_probe.h"
 
+#include "calib/probe/mpi_world.h"
+
 #include <Eigen/Dense>
-#include <mpi.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,42 +17,6 @@ namespace shardsim::calib {
 namespace {
 
 using workloads::CollectiveOp;
-using Clock = std::chrono::steady_clock;
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-template <typename F>
-double seconds_of(F&& f) {
-  const auto start = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Every rank runs `f` at once, `repeats` times after warm-up; a repeat
-// takes as long as its slowest rank (what a synchronous step sees). The
-// median repeat is returned on every rank.
-template <typename F>
-double time_together(const ProbeOptions& options, F&& f) {
-  for (int i = 0; i < options.warmup; ++i) f();
-  std::vector<double> samples;
-  for (int i = 0; i < options.repeats; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t = seconds_of(f);
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples.push_back(t);
-  }
-  return median_of(samples);
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -62,21 +27,14 @@ std::string cpu_model() {
 }
 
 MachineInfo machine_info(int& nodes) {
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  nodes = node_count();
   int length = 0;
-  MPI_Get_processor_name(name, &length);
-  std::vector<char> names(static_cast<std::size_t>(world_size()) * MPI_MAX_PROCESSOR_NAME);
-  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
-  std::set<std::string> hosts;
-  for (int r = 0; r < world_size(); ++r) hosts.insert(std::string(&names[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]));
-  nodes = static_cast<int>(hosts.size());
-
   char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   MPI_Get_library_version(library, &length);
   std::string mpi(library);
   mpi = mpi.substr(0, mpi.find_first_of(",\n"));
   MachineInfo machine;
-  machine.host = name;
+  machine.host = processor_name();
   machine.device = "CPU: " + cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
   machine.backend = "cpu";
   machine.software = mpi + "; Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +

@@ -73,6 +73,10 @@ int run(int argc, char** argv, int rank) {
   if (rank == 0) options.print = [](const std::string& line) { std::cout << "# " << line << "\n" << std::flush; };
 
 #ifdef SHARDSIM_PROBE_WITH_CUDA
+  if (backend == "gpu" && !calib::gpu_visible()) {
+    if (rank == 0) std::cerr << "shardsim-probe: --backend gpu: no CUDA device visible; use --backend cpu\n";
+    return 2;
+  }
   const bool gpu = backend == "gpu" || (backend == "auto" && calib::gpu_visible());
 #else
   if (backend == "gpu") {
@@ -81,6 +85,7 @@ int run(int argc, char** argv, int rank) {
   }
   const bool gpu = false;
 #endif
+  if (!gpu && backend == "auto" && rank == 0) std::cout << "# no GPU visible: measuring the CPU (Eigen, MPI)\n";
   calib::Measurements measurements;
 #ifdef SHARDSIM_PROBE_WITH_CUDA
   if (gpu) measurements = calib::run_gpu_probe(options);
