@@ -40,6 +40,18 @@ MeasuredCurve parse_curve(JsonObjectReader& reader, const char* rate_key) {
   return curve;
 }
 
+// An object of curves keyed by dtype or copy kind.
+std::map<std::string, MeasuredCurve> parse_curve_map(JsonObjectReader reader, const char* rate_key) {
+  std::map<std::string, MeasuredCurve> curves;
+  for (const auto& key : reader.take_all_keys()) {
+    auto entry = reader.object(key);
+    curves[key] = parse_curve(entry, rate_key);
+    entry.finish();
+  }
+  reader.finish();
+  return curves;
+}
+
 }  // namespace
 
 std::vector<LinePoint> table_points(std::vector<LinePoint> points) {
@@ -105,20 +117,8 @@ MeasuredCurves parse_measured_curves(JsonObjectReader reader) {
     entry.finish();
     curves.collectives.push_back(std::move(c));
   }
-  auto gemm = reader.object("gemm");
-  for (const auto& dtype : gemm.take_all_keys()) {
-    auto entry = gemm.object(dtype);
-    curves.gemm[dtype] = parse_curve(entry, "flops_per_second");
-    entry.finish();
-  }
-  gemm.finish();
-  auto copies = reader.object("copies");
-  for (const auto& kind : copies.take_all_keys()) {
-    auto entry = copies.object(kind);
-    curves.copies[kind] = parse_curve(entry, "bytes_per_second");
-    entry.finish();
-  }
-  copies.finish();
+  curves.gemm = parse_curve_map(reader.object("gemm"), "flops_per_second");
+  curves.copies = parse_curve_map(reader.object("copies"), "bytes_per_second");
   reader.finish();
   return curves;
 }

@@ -71,9 +71,10 @@ struct Row {
   std::string where;  // "file:line" or "file: results[i]"
 };
 
-Measurements finish(const std::string& file, CollectiveOp op, int ranks, std::set<std::string> hosts,
-                    std::string algorithm, const std::vector<Row>& rows, const NcclTestsImportOptions& options,
-                    std::string software) {
+// Checks the rows (bus factor, #wrong) and turns them into measurements.
+Measurements to_measurements(const std::string& file, CollectiveOp op, int ranks, const std::set<std::string>& hosts,
+                             const std::string& algorithm, const std::vector<Row>& rows,
+                             const NcclTestsImportOptions& options, std::string device, std::string software) {
   if (ranks < 1) throw InputError(file + ": no '#  Rank N ... on HOST device D' lines: cannot tell the group size");
   if (rows.empty()) throw InputError(file + ": no result rows");
   const double factor = workloads::bus_bandwidth_factor(op, ranks);
@@ -82,6 +83,7 @@ Measurements finish(const std::string& file, CollectiveOp op, int ranks, std::se
   m.machine.backend = "nccl-tests";
   m.machine.host = hosts.empty() ? "" : *hosts.begin();
   m.machine.software = std::move(software);
+  m.machine.device = std::move(device);
   const int nodes = std::max<int>(1, static_cast<int>(hosts.size()));
   for (const Row& row : rows) {
     // Printed with two decimals: only a ratio of two readable values tests anything.
@@ -197,9 +199,8 @@ Measurements parse_nccl_tests_text(const std::string& text, const std::string& f
   if (!footer) {
     throw InputError(file + ": ends before nccl-tests' '# Avg bus bandwidth' line (a truncated log?)");
   }
-  Measurements m = finish(file, resolve_op(op, file, options), ranks, hosts, options.algorithm, rows, options, software);
-  m.machine.device = device;
-  return m;
+  return to_measurements(file, resolve_op(op, file, options), ranks, hosts, options.algorithm, rows, options, device,
+                         software);
 }
 
 Measurements parse_nccl_tests_json(const std::string& text, const std::string& file,
@@ -274,9 +275,8 @@ Measurements parse_nccl_tests_json(const std::string& text, const std::string& f
   if (document.contains("nccl_version") && document["nccl_version"].is_number()) {
     software = "NCCL " + std::to_string(document["nccl_version"].get<long long>());
   }
-  Measurements m = finish(file, resolve_op(op, file, options), ranks, hosts, algorithm, rows, options, software);
-  m.machine.device = device_name;
-  return m;
+  return to_measurements(file, resolve_op(op, file, options), ranks, hosts, algorithm, rows, options, device_name,
+                         software);
 }
 
 Measurements import_nccl_tests(const std::string& file, const NcclTestsImportOptions& options) {

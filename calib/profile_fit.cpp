@@ -224,22 +224,20 @@ void fit_collectives(const Measurements& m, MeasuredCurves& curves, FitResult& r
 // measured, as nccl-tests users quote it.
 void fit_links(const MeasuredCurves& curves, const topology::ClusterSpec& cluster, json& links, FitResult& result,
                const std::string& machine) {
-  struct Best {
-    const MeasuredCollective* curve = nullptr;
-  };
-  Best nvlink, network;
+  const MeasuredCollective* nvlink = nullptr;   // the largest one-node group
+  const MeasuredCollective* network = nullptr;  // the largest one-rank-per-node group
   for (const auto& c : curves.collectives) {
     if (c.op != CollectiveOp::all_reduce || (c.algorithm != "auto" && c.algorithm != "ring") || c.ranks < 2) continue;
-    Best* best = c.nodes == 1 ? &nvlink : (c.nodes == c.ranks ? &network : nullptr);
-    if (best != nullptr && (best->curve == nullptr || c.ranks > best->curve->ranks)) best->curve = &c;
+    const MeasuredCollective** best = c.nodes == 1 ? &nvlink : (c.nodes == c.ranks ? &network : nullptr);
+    if (best != nullptr && (*best == nullptr || c.ranks > (*best)->ranks)) *best = &c;
   }
-  const auto apply = [&](const Best& best, const char* kind, double nominal, const std::string& nominal_name) {
-    if (best.curve == nullptr || nominal <= 0) return;
-    const LinePoint& last = best.curve->curve.points.back();
-    const double busbw = last.x / last.seconds * workloads::bus_bandwidth_factor(CollectiveOp::all_reduce, best.curve->ranks);
+  const auto apply = [&](const MeasuredCollective* best, const char* kind, double nominal, const std::string& nominal_name) {
+    if (best == nullptr || nominal <= 0) return;
+    const LinePoint& last = best->curve.points.back();
+    const double busbw = last.x / last.seconds * workloads::bus_bandwidth_factor(CollectiveOp::all_reduce, best->ranks);
     const double efficiency = busbw / nominal;
-    const std::string where = std::string("all_reduce ") + best.curve->algorithm + " over " +
-                              std::to_string(best.curve->ranks) + " ranks, " + format("%.4g", last.x) + " B: busbw " +
+    const std::string where = std::string("all_reduce ") + best->algorithm + " over " +
+                              std::to_string(best->ranks) + " ranks, " + format("%.4g", last.x) + " B: busbw " +
                               format("%.2f", busbw / 1e9) + " GB/s over " + nominal_name + " " +
                               format("%.2f", nominal / 1e9) + " GB/s";
     if (efficiency > 1) {

@@ -48,6 +48,22 @@ std::vector<calib::LinePoint> points_of(const calib::Measurements& m, bool in_pl
   return points;
 }
 
+// Two LLaMA-7B layers on the 8 GPUs of one node, every overlap off, so the
+// step is a sequence whose parts can be added up.
+workloads::Program two_layer_step(const std::string& plan, std::int64_t sequence) {
+  workloads::StepConfig config;
+  config.model = workloads::load_model("llama-7b");
+  config.model.layers = 2;
+  config.training.sequence_length = sequence;
+  config.training.micro_batch_size = 1;
+  config.training.global_batch_sequences = 8;
+  config.plan = workloads::load_plan(plan);
+  workloads::apply_overlap_level(config.plan, "none");
+  config.data_parallel = 8;
+  config.gpus_per_node = 8;
+  return workloads::compile_step(config);
+}
+
 }  // namespace
 
 TEST_CASE("the line fit recovers alpha and beta from noisy points within 1%", "[calib]") {
@@ -224,17 +240,7 @@ TEST_CASE("table mode replays measured collectives in the step simulator", "[cal
         Approx(0.5 * (35.49e-6 + 35.13e-6)));
   CHECK(sim::measured_collective_seconds(fitted, CollectiveOp::all_reduce, 16, 2, 1048576) < 0);  // not measured
 
-  workloads::StepConfig config;
-  config.model = workloads::load_model("llama-7b");
-  config.model.layers = 2;
-  config.training.sequence_length = 512;
-  config.training.micro_batch_size = 1;
-  config.training.global_batch_sequences = 8;
-  config.plan = workloads::load_plan("zero0");
-  workloads::apply_overlap_level(config.plan, "none");
-  config.data_parallel = 8;
-  config.gpus_per_node = 8;
-  const workloads::Program program = workloads::compile_step(config);
+  const workloads::Program program = two_layer_step("zero0", 512);
   sim::StepSimulationOptions table;
   table.network = sim::NetworkMode::table;
   const sim::StepTimeline timeline = sim::simulate_step(program, w.cluster(), w.router(), w.profile(), table);
@@ -263,17 +269,7 @@ TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the 
   const calib::Profile measured = calib::parse_profile(calib::fit_profile(m, options, "raw.json").profile, "fitted");
   const test::World w(topology::load_cluster_spec("dgx-a100-8node"), measured);
 
-  workloads::StepConfig config;
-  config.model = workloads::load_model("llama-7b");
-  config.model.layers = 2;
-  config.training.sequence_length = 1024;
-  config.training.micro_batch_size = 1;
-  config.training.global_batch_sequences = 8;
-  config.plan = workloads::load_plan("zero3");
-  workloads::apply_overlap_level(config.plan, "none");
-  config.data_parallel = 8;
-  config.gpus_per_node = 8;
-  const workloads::Program program = workloads::compile_step(config);
+  const workloads::Program program = two_layer_step("zero3", 1024);
   double difference = 0;
   int gemms = 0;
   for (const auto& op : program.program_of(0).ops) {

@@ -6,10 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <thread>
 
 namespace shardsim::calib {

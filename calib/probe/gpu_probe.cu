@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -203,8 +204,18 @@ std::vector<NcclRank> init_nccl(int& total_ranks) {
   return ranks;
 }
 
-struct NcclBuffers {
-  std::vector<void*> send, receive;
+// A send and a receive buffer of `bytes` on each GPU this process drives.
+class NcclBuffers {
+ public:
+  NcclBuffers(const std::vector<NcclRank>& ranks, std::size_t bytes) {
+    for (const auto& r : ranks) {
+      PROBE_CUDA(cudaSetDevice(r.device));
+      send.push_back(std::make_unique<DeviceBuffer>(bytes));
+      receive.push_back(std::make_unique<DeviceBuffer>(bytes));
+      randomize<float>(send.back()->pointer, bytes / 4, 4);
+    }
+  }
+  std::vector<std::unique_ptr<DeviceBuffer>> send, receive;
 };
 
 // One call of `op` on every rank this process drives, `count` floats in
@@ -218,8 +229,8 @@ void enqueue_collective(const std::vector<NcclRank>& ranks, const NcclBuffers& b
     const NcclRank& r = ranks[i];
     int me = 0;
     PROBE_NCCL(ncclCommUserRank(r.comm, &me));
-    auto* send = static_cast<float*>(buffers.send[i]);
-    auto* receive = static_cast<float*>(buffers.receive[i]);
+    auto* send = static_cast<float*>(buffers.send[i]->pointer);
+    auto* receive = static_cast<float*>(buffers.receive[i]->pointer);
     switch (op) {
       case CollectiveOp::all_reduce:
         PROBE_NCCL(ncclAllReduce(send, receive, count, ncclFloat, ncclSum, r.comm, r.stream));
@@ -328,17 +339,7 @@ void probe_copies_and_launch(const ProbeOptions& options, cudaStream_t stream, M
 void probe_collectives(const ProbeOptions& options, const std::vector<NcclRank>& ranks, int total_ranks, int nodes,
                        Measurements& out) {
   const auto largest = static_cast<std::size_t>(std::min(options.max_bytes, options.quick ? double(16 << 20) : double(1ull << 30)));
-  NcclBuffers buffers;
-  for (const auto& r : ranks) {
-    PROBE_CUDA(cudaSetDevice(r.device));
-    void* send = nullptr;
-    void* receive = nullptr;
-    PROBE_CUDA(cudaMalloc(&send, largest));
-    PROBE_CUDA(cudaMalloc(&receive, largest));
-    randomize<float>(send, largest / 4, 4);
-    buffers.send.push_back(send);
-    buffers.receive.push_back(receive);
-  }
+  const NcclBuffers buffers(ranks, largest);
   for (CollectiveOp op : workloads::all_collective_ops()) {
     if (op == CollectiveOp::reduce) continue;
     if (total_ranks == 1 && (op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv)) continue;
@@ -362,11 +363,6 @@ void probe_collectives(const ProbeOptions& options, const std::vector<NcclRank>&
       out.collectives.push_back(m);
     }
   }
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    PROBE_CUDA(cudaSetDevice(ranks[i].device));
-    PROBE_CUDA(cudaFree(buffers.send[i]));
-    PROBE_CUDA(cudaFree(buffers.receive[i]));
-  }
 }
 
 // A large GEMM on the first GPU alone, then while an all-reduce loop on the
@@ -382,16 +378,7 @@ void probe_interference(const ProbeOptions& options, const std::vector<NcclRank>
   const double alone = time_on_stream(options, compute, [&] { gemm.enqueue(compute); });
 
   const std::size_t bytes = options.quick ? (16 << 20) : (256 << 20);
-  NcclBuffers buffers;
-  for (const auto& r : ranks) {
-    PROBE_CUDA(cudaSetDevice(r.device));
-    void* send = nullptr;
-    void* receive = nullptr;
-    PROBE_CUDA(cudaMalloc(&send, bytes));
-    PROBE_CUDA(cudaMalloc(&receive, bytes));
-    buffers.send.push_back(send);
-    buffers.receive.push_back(receive);
-  }
+  const NcclBuffers buffers(ranks, bytes);
   const double one_call = time_together(options, [&] {
     enqueue_collective(ranks, buffers, CollectiveOp::all_reduce, bytes / 4, total_ranks);
     synchronize(ranks);
@@ -403,11 +390,6 @@ void probe_interference(const ProbeOptions& options, const std::vector<NcclRank>
   PROBE_CUDA(cudaSetDevice(ranks.front().device));
   const double with = time_on_stream(options, compute, [&] { gemm.enqueue(compute); });
   synchronize(ranks);
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    PROBE_CUDA(cudaSetDevice(ranks[i].device));
-    PROBE_CUDA(cudaFree(buffers.send[i]));
-    PROBE_CUDA(cudaFree(buffers.receive[i]));
-  }
   PROBE_CUDA(cudaStreamDestroy(compute));
   out.interference.push_back({"bf16", size, size, size, alone, with, CollectiveOp::all_reduce, static_cast<double>(bytes)});
   options.print("interference: GEMM " + std::to_string(alone * 1e3) + " ms alone, " + std::to_string(with * 1e3) +
