@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(cmake g++ make libboost-graph-dev nlohmann-json3-dev libeigen3-dev
-          libcli11-dev catch2 libhdf5-dev libopenmpi-dev openmpi-bin)
+          libcli11-dev catch2 libhdf5-dev libopenmpi-dev openmpi-bin libgd-dev)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

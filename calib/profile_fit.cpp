@@ -118,6 +118,19 @@ void fit_gemms(const Measurements& m, json& compute, MeasuredCurves& curves, Fit
                       format("%.4g", fit.units_per_second) + " FLOP/s";
     dtypes[dtype] = entry;
   }
+  // The CPU executor runs every dtype's kernels as these fp32 GEMMs
+  // (calib/executor/cpu_kernels.h), so a bf16 or fp16 program on this
+  // machine runs at the fp32 curve.
+  json& dtypes = compute["dtypes"];
+  if (m.machine.backend == "cpu" && dtypes.contains("fp32")) {
+    for (const char* dtype : {"bf16", "fp16"}) {
+      if (dtypes.contains(dtype)) continue;
+      dtypes[dtype] = dtypes["fp32"];
+      dtypes[dtype]["source"] = "the CPU executor runs " + std::string(dtype) + " kernels in fp32: the fp32 curve (" +
+                                dtypes["fp32"]["source"].get<std::string>() + ")";
+      result.notes.push_back(std::string(dtype) + ": the fp32 curve (the CPU executor computes in fp32)");
+    }
+  }
 }
 
 void fit_memory(const Measurements& m, json& compute, MeasuredCurves& curves, FitResult& result, bool has_base,

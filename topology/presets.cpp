@@ -36,7 +36,9 @@ std::string resolve_preset(const std::string& file_or_name, const std::string& s
   std::error_code ec;
   if (fs::is_regular_file(file_or_name, ec)) return file_or_name;
   const fs::path preset = fs::path(data_directory()) / subdirectory / (file_or_name + ".json");
-  if (file_or_name.find('/') == std::string::npos && fs::is_regular_file(preset, ec)) {
+  // Presets may sit in subfolders ("measured/cpu-2core"); a path that names
+  // no file and no preset falls through to the error.
+  if (!fs::path(file_or_name).is_absolute() && fs::is_regular_file(preset, ec)) {
     return preset.string();
   }
   std::string available;

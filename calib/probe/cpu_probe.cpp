@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 namespace shardsim::calib {
@@ -15,14 +14,6 @@ namespace shardsim::calib {
 namespace {
 
 using workloads::CollectiveOp;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
 
 MachineInfo machine_info(int& nodes) {
   nodes = node_count();
@@ -33,7 +24,7 @@ MachineInfo machine_info(int& nodes) {
   mpi = mpi.substr(0, mpi.find_first_of(",\n"));
   MachineInfo machine;
   machine.host = processor_name();
-  machine.device = "CPU: " + cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
+  machine.device = cpu_description();
   machine.backend = "cpu";
   machine.software = mpi + "; Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
                      std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) + "; " +

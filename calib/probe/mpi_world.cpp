@@ -1,6 +1,8 @@
 #include "calib/probe/mpi_world.h"
 
+#include <fstream>
 #include <set>
+#include <thread>
 
 namespace shardsim::calib {
 
@@ -21,6 +23,18 @@ std::string processor_name() {
   int length = 0;
   MPI_Get_processor_name(name, &length);
   return name;
+}
+
+std::string cpu_description() {
+  std::string model = "unknown CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return "CPU: " + model + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
 }
 
 int node_count() {

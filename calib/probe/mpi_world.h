@@ -15,6 +15,8 @@ namespace shardsim::calib {
 int world_rank();
 int world_size();
 std::string processor_name();
+// "CPU: <model name>, <n> threads", from /proc/cpuinfo.
+std::string cpu_description();
 // Distinct hosts among the ranks (collective).
 int node_count();
 // Rank within its host (collective), for picking a GPU.

@@ -16,5 +16,7 @@ void add_presets_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_scenarios_command(CLI::App& app, int& exit_code);
 void add_calib_command(CLI::App& app, int& exit_code);
+void add_exec_command(CLI::App& app, int& exit_code);
+void add_compare_command(CLI::App& app, int& exit_code);
 
 }  // namespace shardsim::cli

@@ -16,6 +16,21 @@ void add_job_options(CLI::App& command, JobOptions& options) {
   command.add_option("--deepspeed", options.deepspeed,
                      "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
   command.add_option("-g,--gpus", options.gpus, "Data-parallel GPUs (default: the whole cluster)");
+  command.add_option("--scale", options.scale,
+                     "Shrink the model and batch, the plan unchanged: layers=2,hidden=512,seq=256,micro_batches=2 "
+                     "(also ffn, vocab)");
+}
+
+void add_plan_variant_options(CLI::App& command, JobOptions& options) {
+  command.add_option("--overlap", options.overlap,
+                     "Overlaps, as the plan says or one of AMSP's ablation levels: all (AG/RS + AR + BC), "
+                     "ag-rs+ar, ag-rs, none")
+      ->check(CLI::IsMember(workloads::kOverlapLevels))
+      ->capture_default_str();
+  command.add_option("--behaviour", options.behaviour,
+                     "DeepSpeed/MiCS limitations: as the plan says, as_implemented or ideal")
+      ->check(CLI::IsMember({"plan", "as_implemented", "ideal"}))
+      ->capture_default_str();
 }
 
 JobInputs load_job_inputs(const JobOptions& options) {
@@ -41,6 +56,12 @@ JobInputs load_job_inputs(const JobOptions& options) {
     step.plan = deepspeed.plan;
     step.training = apply_deepspeed_batch(step.training, deepspeed, step.data_parallel);
     step.plan_file = step.training_file = options.deepspeed;
+  }
+  apply_overlap_level(step.plan, options.overlap);
+  if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
+  if (!options.scale.empty()) {
+    inputs.scale = parse_job_scale(options.scale);
+    apply_job_scale(inputs.scale, step.data_parallel, step.model, step.training);
   }
   // Both checks name the file at fault before anything is compiled.
   inputs.factors = resolve_factors(step.plan, step.data_parallel, step.gpus_per_node, step.plan_file);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "topology/cluster_spec.h"
+#include "workloads/job_scale.h"
 #include "workloads/model.h"
 #include "workloads/plan.h"
 #include "workloads/step_compiler.h"
@@ -24,6 +25,9 @@ struct JobOptions {
   std::string training = "seq4096-mbs1-4m-tokens";
   std::string deepspeed;  // replaces the plan and the batch
   int gpus = 0;           // 0: the whole cluster
+  std::string scale;      // workloads::JobScale, empty: the job as given
+  std::string overlap = "plan";    // or an overlap level (workloads::kOverlapLevels)
+  std::string behaviour = "plan";  // or as_implemented / ideal
 };
 
 struct JobInputs {
@@ -31,12 +35,14 @@ struct JobInputs {
   workloads::StepConfig step;  // model, training, plan, data-parallel size
   workloads::ShardingFactors factors;
   std::int64_t gradient_accumulation_steps = 1;
+  workloads::JobScale scale;
 };
 
 void add_job_options(CLI::App& command, JobOptions& options);
+// --overlap and --behaviour: the plan's variants, for the commands that run a
+// step (simulated or real).
+void add_plan_variant_options(CLI::App& command, JobOptions& options);
 
 // Throws InputError / std::invalid_argument with the file, field or option at fault.
 JobInputs load_job_inputs(const JobOptions& options);
-
-
 }  // namespace shardsim::cli

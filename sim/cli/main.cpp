@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   shardsim::cli::add_presets_command(app, exit_code);
   shardsim::cli::add_bench_command(app, exit_code);
   shardsim::cli::add_calib_command(app, exit_code);
+  shardsim::cli::add_exec_command(app, exit_code);
+  shardsim::cli::add_compare_command(app, exit_code);
 
   // CLI11 would only say that a subcommand is required; name the stray word.
   if (argc > 1 && argv[1][0] != '-') {

@@ -5,6 +5,7 @@
 #include "sim/cli/index_list.h"
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
+#include "sim/cli/step_table.h"
 #include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
 #include "sim/step/step_report.h"
@@ -29,8 +30,6 @@ struct RunOptions {
   JobOptions job;
   std::string profile;  // default: the cluster's
   std::string network = "flow";
-  std::string overlap = "plan";
-  std::string behaviour = "plan";
   std::string record_ranks;  // default: the first node's ranks
   std::string trace;
   std::string h5;
@@ -38,8 +37,6 @@ struct RunOptions {
   int breakdown_rank = 0;
   bool json = false;
 };
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_per_node) {
   std::vector<int> list;
@@ -59,72 +56,9 @@ std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_p
   return list;
 }
 
-void print_memory(const sim::MemoryBytes& bytes) {
-  for (int c = 0; c < workloads::kMemoryCategoryCount; ++c) {
-    const double value = bytes[static_cast<std::size_t>(c)];
-    if (value != 0) {
-      std::printf("  %-28s %10.2f GiB\n", std::string(workloads::to_string(static_cast<workloads::MemoryCategory>(c))).c_str(),
-                  value / kGiB);
-    }
-  }
-}
-
-void print_table(const workloads::Program& program, const sim::StepTimeline& timeline, const sim::StepSummary& summary,
-                 const std::string& cluster) {
-  const nlohmann::json& d = program.description;
-  const nlohmann::json& o = d.at("overlap");
-  const auto on = [](const nlohmann::json& flag) { return flag.get<bool>() ? "on" : "off"; };
-  std::printf("# shardsim run: %s (%.3f B parameters) on %s, %d data-parallel GPUs\n",
-              d.at("model").get<std::string>().c_str(), d.at("parameters").get<double>() / 1e9, cluster.c_str(),
-              program.ranks);
-  std::printf("# plan %s (%s, %s): f_P %d, f_G %d, f_OS %d; overlap: gather/scatter %s, optimizer all-reduce %s, "
-              "parameter broadcast %s\n",
-              d.at("plan").get<std::string>().c_str(), d.at("system").get<std::string>().c_str(),
-              d.at("behaviour").get<std::string>().c_str(), d.at("factors").at("parameters").get<int>(),
-              d.at("factors").at("gradients").get<int>(), d.at("factors").at("optimizer").get<int>(),
-              on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
-  std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
-              "recompute %s, flash attention %s\n",
-              d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),
-              d.at("gradient_accumulation_steps").get<long long>(), d.at("tokens_per_step").get<long long>(),
-              d.at("recompute").get<std::string>().c_str(), d.at("flash_attention").get<bool>() ? "on" : "off");
-  if (timeline.out_of_memory) {
-    const sim::OutOfMemory& oom = *timeline.out_of_memory;
-    double total = 0;
-    for (double bytes : oom.by_category) total += bytes;
-    std::printf("OUT OF MEMORY on rank %d at %.3f ms, op %s: %.2f GiB needed, the GPU holds %.2f GiB\n", oom.rank,
-                seconds_from_picoseconds(oom.when) * 1e3, oom.op.c_str(), total / kGiB, oom.capacity_bytes / kGiB);
-    print_memory(oom.by_category);
-    return;
-  }
-  std::printf("%-30s %12.4f s\n", "step time", summary.step_seconds);
-  std::printf("%-30s %12.2f %%\n", "MFU", 100 * summary.mfu);
-  std::printf("%-30s %12.1f\n", "tokens per GPU per second", summary.tokens_per_gpu_per_second);
-  std::printf("%-30s %12.2f GiB of %.2f GiB (rank %d)\n", "peak memory", summary.peak_memory.total_bytes / kGiB,
-              summary.gpu_memory_bytes / kGiB, summary.peak_memory_rank);
-  print_memory(summary.peak_memory.by_category);
-  const sim::TimeBreakdown& b = summary.breakdown;
-  const auto share = [&](double seconds) { return summary.step_seconds > 0 ? 100 * seconds / summary.step_seconds : 0.0; };
-  std::printf("time breakdown of rank %d\n", b.rank);
-  std::printf("  %-28s %10.4f s %6.1f %%\n", "compute", b.compute_seconds, share(b.compute_seconds));
-  for (workloads::CollectiveOp op : workloads::all_collective_ops()) {
-    const double seconds = b.exposed_seconds[static_cast<std::size_t>(op)];
-    if (seconds > 0) {
-      std::printf("  %-28s %10.4f s %6.1f %%\n", ("exposed " + std::string(workloads::to_string(op))).c_str(), seconds,
-                  share(seconds));
-    }
-  }
-  std::printf("  %-28s %10.4f s %6.1f %%\n", "idle", b.idle_seconds, share(b.idle_seconds));
-  std::printf("  %-28s %10.4f s (%.0f %% of it hidden behind compute)\n", "communication in flight",
-              b.communication_seconds,
-              b.communication_seconds > 0 ? 100 * (1 - b.exposed_total() / b.communication_seconds) : 0.0);
-}
-
 int run_step(const RunOptions& options) {
   JobInputs inputs = load_job_inputs(options.job);
   workloads::StepConfig& step = inputs.step;
-  workloads::apply_overlap_level(step.plan, options.overlap);
-  if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
   if (options.breakdown_rank < 0 || options.breakdown_rank >= step.data_parallel) {
     throw std::invalid_argument("--rank " + std::to_string(options.breakdown_rank) + ": the job has ranks 0 to " +
                                 std::to_string(step.data_parallel - 1));
@@ -168,7 +102,7 @@ int run_step(const RunOptions& options) {
   if (options.json) {
     std::cout << summary_json.dump(2) << "\n";
   } else {
-    print_table(program, timeline, summary, inputs.cluster.name);
+    print_step_table("shardsim run", program, timeline, summary, inputs.cluster.name);
   }
   return timeline.out_of_memory ? 1 : 0;
 }
@@ -193,15 +127,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
                                                         "table: measured curves of the profile, else alpha-beta")
       ->check(CLI::IsMember({"flow", "analytical", "table"}))
       ->capture_default_str();
-  command->add_option("--overlap", options->overlap,
-                      "Overlaps, as the plan says or one of AMSP's ablation levels: all (AG/RS + AR + BC), "
-                      "ag-rs+ar, ag-rs, none")
-      ->check(CLI::IsMember(workloads::kOverlapLevels))
-      ->capture_default_str();
-  command->add_option("--behaviour", options->behaviour,
-                      "DeepSpeed/MiCS limitations: as the plan says, as_implemented or ideal")
-      ->check(CLI::IsMember({"plan", "as_implemented", "ideal"}))
-      ->capture_default_str();
+  add_plan_variant_options(*command, options->job);
   command->add_option("--rank", options->breakdown_rank, "Rank whose time breakdown is shown")->capture_default_str();
   command->add_option("--record-ranks", options->record_ranks, "Ranks written to --trace/--h5: list (0,3,8-15) or all");
   command->add_option("--trace", options->trace, "Write a Chrome trace (Perfetto) of the recorded ranks");

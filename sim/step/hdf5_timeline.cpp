@@ -104,13 +104,8 @@ void write_double_attribute(hid_t file, const char* name, double value) {
   H5Awrite(attribute, H5T_NATIVE_DOUBLE, &value);
 }
 
-void write_file(const std::string& path, const workloads::Program& program, const StepTimeline& timeline,
-                const std::vector<int>& ranks, const topology::Cluster& cluster, const nlohmann::json& summary) {
-  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "file");
-  Handle name_type(string_type(kNameLength), H5Tclose, "string type");
-  Handle label_type(string_type(kLabelLength), H5Tclose, "string type");
-
-  Handle op_type(H5Tcreate(H5T_COMPOUND, sizeof(OpRow)), H5Tclose, "compound type");
+hid_t op_row_type(hid_t name_type, hid_t label_type) {
+  const hid_t op_type = H5Tcreate(H5T_COMPOUND, sizeof(OpRow));
   H5Tinsert(op_type, "rank", HOFFSET(OpRow, rank), H5T_NATIVE_INT32);
   H5Tinsert(op_type, "op", HOFFSET(OpRow, op), H5T_NATIVE_UINT32);
   H5Tinsert(op_type, "name", HOFFSET(OpRow, name), name_type);
@@ -123,6 +118,35 @@ void write_file(const std::string& path, const workloads::Program& program, cons
   H5Tinsert(op_type, "bytes", HOFFSET(OpRow, bytes), H5T_NATIVE_DOUBLE);
   H5Tinsert(op_type, "group_size", HOFFSET(OpRow, group_size), H5T_NATIVE_INT32);
   H5Tinsert(op_type, "call", HOFFSET(OpRow, call), H5T_NATIVE_INT64);
+  return op_type;
+}
+
+std::string read_string_attribute(hid_t file, const char* name, const std::string& path) {
+  if (H5Aexists(file, name) <= 0) throw_input_error(path, name, "missing: not a shardsim timeline");
+  Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, name);
+  Handle type(H5Aget_type(attribute), H5Tclose, "attribute type");
+  std::string value(H5Tget_size(type), '\0');
+  Handle memory_type(string_type(value.size()), H5Tclose, "string type");
+  if (H5Aread(attribute, memory_type, value.data()) < 0) throw_input_error(path, name, "cannot be read");
+  value.resize(std::strlen(value.c_str()));
+  return value;
+}
+
+double read_double_attribute(hid_t file, const char* name, const std::string& path) {
+  if (H5Aexists(file, name) <= 0) throw_input_error(path, name, "missing: not a shardsim timeline");
+  Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, name);
+  double value = 0;
+  if (H5Aread(attribute, H5T_NATIVE_DOUBLE, &value) < 0) throw_input_error(path, name, "cannot be read");
+  return value;
+}
+
+void write_file(const std::string& path, const workloads::Program& program, const StepTimeline& timeline,
+                const std::vector<int>& ranks, const topology::Cluster& cluster, const nlohmann::json& summary) {
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "file");
+  Handle name_type(string_type(kNameLength), H5Tclose, "string type");
+  Handle label_type(string_type(kLabelLength), H5Tclose, "string type");
+
+  Handle op_type(op_row_type(name_type, label_type), H5Tclose, "compound type");
 
   Handle memory_type(H5Tcreate(H5T_COMPOUND, sizeof(MemoryRow)), H5Tclose, "compound type");
   H5Tinsert(memory_type, "rank", HOFFSET(MemoryRow, rank), H5T_NATIVE_INT32);
@@ -207,7 +231,61 @@ void write_file(const std::string& path, const workloads::Program& program, cons
   write_double_attribute(file, "step_seconds", step);
 }
 
+TimelineFile read_file(const std::string& path) {
+  TimelineFile timeline;
+  timeline.path = path;
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "file");
+  const std::string schema = read_string_attribute(file, "schema", path);
+  if (schema != "shardsim-timeline-1") throw_input_error(path, "schema", "is '" + schema + "', expected shardsim-timeline-1");
+  try {
+    timeline.summary = nlohmann::json::parse(read_string_attribute(file, "summary_json", path));
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error(path, "summary_json", std::string("is not JSON: ") + e.what());
+  }
+  timeline.step_seconds = read_double_attribute(file, "step_seconds", path);
+  if (H5Lexists(file, "ops", H5P_DEFAULT) <= 0) throw_input_error(path, "ops", "missing: not a shardsim timeline");
+  Handle dataset(H5Dopen2(file, "ops", H5P_DEFAULT), H5Dclose, "ops");
+  Handle space(H5Dget_space(dataset), H5Sclose, "dataspace");
+  const hssize_t count = H5Sget_simple_extent_npoints(space);
+  Handle name_type(string_type(kNameLength), H5Tclose, "string type");
+  Handle label_type(string_type(kLabelLength), H5Tclose, "string type");
+  Handle op_type(op_row_type(name_type, label_type), H5Tclose, "compound type");
+  std::vector<OpRow> rows(static_cast<std::size_t>(std::max<hssize_t>(count, 0)));
+  if (!rows.empty() && H5Dread(dataset, op_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
+    throw_input_error(path, "ops", "cannot be read as the shardsim-timeline-1 op table");
+  }
+  for (const OpRow& row : rows) {
+    TimelineOpRow out;
+    out.rank = row.rank;
+    out.op = row.op;
+    out.name = row.name;
+    out.kind = row.kind;
+    out.op_class = row.op_class;
+    out.stream = row.stream;
+    out.start_seconds = row.start_seconds;
+    out.end_seconds = row.end_seconds;
+    out.flops = row.flops;
+    out.bytes = row.bytes;
+    out.group_size = row.group_size;
+    out.call = row.call;
+    timeline.ops.push_back(std::move(out));
+  }
+  return timeline;
+}
+
 }  // namespace
+
+TimelineFile read_hdf5_timeline(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  if (!std::filesystem::is_regular_file(path)) throw_input_error(path, "", "no such file");
+  try {
+    return read_file(path);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw InputError(path + ": cannot read as an HDF5 timeline (" + e.what() + ")");
+  }
+}
 
 void write_hdf5_timeline(const std::string& path, const workloads::Program& program, const StepTimeline& timeline,
                          const std::vector<int>& ranks, const topology::Cluster& cluster, const nlohmann::json& summary) {

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,5 +31,27 @@ namespace shardsim::sim {
 
 void write_hdf5_timeline(const std::string& path, const workloads::Program& program, const StepTimeline& timeline,
                          const std::vector<int>& ranks, const topology::Cluster& cluster, const nlohmann::json& summary);
+
+// One row of /ops, as read back.
+struct TimelineOpRow {
+  int rank = 0;
+  std::uint32_t op = 0;
+  std::string name, kind, op_class, stream;
+  double start_seconds = -1, end_seconds = -1;
+  double flops = 0, bytes = 0;
+  int group_size = 1;
+  std::int64_t call = -1;
+};
+
+struct TimelineFile {
+  std::string path;
+  std::vector<TimelineOpRow> ops;  // in the file's order: by rank, then op
+  nlohmann::json summary;          // the summary_json attribute
+  double step_seconds = 0;
+};
+
+// Reads a file written by write_hdf5_timeline (InputError naming the path
+// and what is missing or of another schema).
+TimelineFile read_hdf5_timeline(const std::string& path);
 
 }  // namespace shardsim::sim

@@ -12,7 +12,7 @@ double TimeBreakdown::exposed_total() const {
   return std::accumulate(exposed_seconds.begin(), exposed_seconds.end(), 0.0);
 }
 
-TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeline& timeline, int rank) {
+TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, TimePs step_end, int rank) {
   // Boundary events: +1/-1 on the compute count or on one collective kind.
   struct Edge {
     TimePs when;
@@ -20,15 +20,10 @@ TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeli
     int delta;
   };
   std::vector<Edge> edges;
-  const auto& ops = program.program_of(rank).ops;
-  const auto& timings = timeline.ops[static_cast<std::size_t>(rank)];
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const OpTiming& t = timings[i];
-    if (t.start < 0 || t.end <= t.start) continue;
-    if (ops[i].kind == OpKind::memory) continue;
-    const int what = ops[i].kind == OpKind::compute ? -1 : static_cast<int>(ops[i].collective);
-    edges.push_back({t.start, what, +1});
-    edges.push_back({t.end, what, -1});
+  for (const ActivityInterval& interval : intervals) {
+    if (interval.start < 0 || interval.end <= interval.start) continue;
+    edges.push_back({interval.start, interval.what, +1});
+    edges.push_back({interval.end, interval.what, -1});
   }
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.when < b.when; });
   TimeBreakdown breakdown;
@@ -37,7 +32,7 @@ TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeli
   std::array<int, workloads::kCollectiveOpCount> in_flight{};
   TimePs previous = 0;
   for (std::size_t i = 0; i <= edges.size(); ++i) {
-    const TimePs now = i < edges.size() ? edges[i].when : timeline.step_time;
+    const TimePs now = i < edges.size() ? edges[i].when : step_end;
     const double span = seconds_from_picoseconds(now - previous);
     const int kinds = static_cast<int>(std::count_if(in_flight.begin(), in_flight.end(), [](int n) { return n > 0; }));
     if (span > 0) {
@@ -63,6 +58,47 @@ TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeli
   return breakdown;
 }
 
+TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeline& timeline, int rank) {
+  std::vector<ActivityInterval> intervals;
+  const auto& ops = program.program_of(rank).ops;
+  const auto& timings = timeline.ops[static_cast<std::size_t>(rank)];
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == OpKind::memory) continue;
+    const int what = ops[i].kind == OpKind::compute ? -1 : static_cast<int>(ops[i].collective);
+    intervals.push_back({timings[i].start, timings[i].end, what});
+  }
+  return breakdown_of_intervals(std::move(intervals), timeline.step_time, rank);
+}
+
+std::vector<MemoryPeak> memory_peaks(const workloads::Program& program, const StepTimeline& timeline) {
+  std::vector<MemoryPeak> peaks;
+  for (int rank = 0; rank < program.ranks; ++rank) {
+    const auto& rank_program = program.program_of(rank);
+    const auto& timings = timeline.ops[static_cast<std::size_t>(rank)];
+    MemoryPeak now;
+    for (std::size_t c = 0; c < now.by_category.size(); ++c) {
+      now.by_category[c] = rank_program.resident_bytes[c];
+      now.total_bytes += rank_program.resident_bytes[c];
+    }
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < rank_program.ops.size(); ++i) {
+      if (rank_program.ops[i].kind == OpKind::memory && timings[i].start >= 0) order.push_back(i);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return timings[a].start < timings[b].start; });
+    MemoryPeak peak = now;
+    for (std::size_t i : order) {
+      const workloads::Op& op = rank_program.ops[i];
+      now.by_category[static_cast<std::size_t>(op.memory)] += op.bytes;
+      now.total_bytes += op.bytes;
+      now.when = timings[i].start;
+      if (now.total_bytes > peak.total_bytes) peak = now;
+    }
+    peaks.push_back(peak);
+  }
+  return peaks;
+}
+
 StepSummary summarize_step(const workloads::Program& program, const StepTimeline& timeline,
                            const calib::Profile& profile, double gpu_memory_bytes, int breakdown_rank) {
   StepSummary summary;
@@ -73,7 +109,9 @@ StepSummary summarize_step(const workloads::Program& program, const StepTimeline
   const calib::DtypeCompute* peak = profile.compute.find(program.description.at("dtype").get<std::string>());
   summary.peak_flops_per_gpu = peak ? peak->peak_flops_per_second : 0;
   if (summary.step_seconds > 0 && !timeline.out_of_memory) {
-    summary.mfu = summary.model_flops_per_step / (summary.step_seconds * summary.gpus * summary.peak_flops_per_gpu);
+    if (summary.peak_flops_per_gpu > 0) {
+      summary.mfu = summary.model_flops_per_step / (summary.step_seconds * summary.gpus * summary.peak_flops_per_gpu);
+    }
     summary.tokens_per_gpu_per_second = summary.tokens_per_step / (summary.step_seconds * summary.gpus);
   }
   for (std::size_t rank = 0; rank < timeline.peak_memory.size(); ++rank) {

@@ -46,6 +46,20 @@ struct StepSummary {
 
 TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeline& timeline, int rank);
 
+// The same cut over bare intervals: `what` is -1 for a compute kernel, else
+// the CollectiveOp; the step runs from 0 to `step_end`. For timelines read
+// back from files (shardsim compare).
+struct ActivityInterval {
+  TimePs start = 0, end = 0;
+  int what = -1;
+};
+TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, TimePs step_end, int rank);
+
+// Each rank's peak memory from a timeline's memory ops taken in time order
+// (program order on ties) on top of the resident bytes: for a measured
+// timeline, which the simulator did not produce.
+std::vector<MemoryPeak> memory_peaks(const workloads::Program& program, const StepTimeline& timeline);
+
 // The program's description must carry model_flops_per_step, tokens_per_step
 // and dtype (compile_step() writes them).
 StepSummary summarize_step(const workloads::Program& program, const StepTimeline& timeline,

@@ -1,0 +1,630 @@
+#include "calib/executor/cpu_executor.h"
+
+#include "calib/executor/cpu_kernels.h"
+#include "calib/probe/mpi_world.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+namespace shardsim::calib {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using workloads::CollectiveOp;
+using workloads::Op;
+using workloads::OpKind;
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// The launcher (mpirun) stops the survivors with SIGTERM when a rank dies;
+// the run loop notices and says what it was waiting for.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void record_stop_signal(int signal) { g_stop_signal = signal; }
+
+class StopSignalHandlers {
+ public:
+  StopSignalHandlers() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = record_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, &previous_term_);
+    sigaction(SIGINT, &action, &previous_int_);
+  }
+  ~StopSignalHandlers() {
+    sigaction(SIGTERM, &previous_term_, nullptr);
+    sigaction(SIGINT, &previous_int_, nullptr);
+  }
+  StopSignalHandlers(const StopSignalHandlers&) = delete;
+  StopSignalHandlers& operator=(const StopSignalHandlers&) = delete;
+
+ private:
+  struct sigaction previous_term_ {}, previous_int_ {};
+};
+
+std::string describe_ranks(const std::vector<int>& ranks) {
+  const bool consecutive = !ranks.empty() && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size());
+  if (consecutive && ranks.size() > 2) return "ranks " + std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += ',';
+    text += std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+// Runs one compute op at a time beside the main (MPI) thread.
+class ComputeThread {
+ public:
+  ComputeThread() : thread_([this] { loop(); }) {}
+  ~ComputeThread() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  ComputeThread(const ComputeThread&) = delete;
+  ComputeThread& operator=(const ComputeThread&) = delete;
+
+  bool busy() const { return busy_; }
+
+  void start(const Op& op, std::uint32_t index, Clock::time_point origin) {
+    {
+      std::lock_guard lock(mutex_);
+      op_ = &op;
+      index_ = index;
+      origin_ = origin;
+      pending_ = true;
+    }
+    busy_ = true;
+    wake_.notify_one();
+  }
+
+  // The finished op and its timing, once; rethrows what the kernel threw.
+  std::optional<std::pair<std::uint32_t, MeasuredOp>> take_finished() {
+    if (!finished_.load(std::memory_order_acquire)) return std::nullopt;
+    finished_.store(false, std::memory_order_relaxed);
+    busy_ = false;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return std::make_pair(index_, timing_);
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return pending_ || stopping_; });
+      if (stopping_) return;
+      pending_ = false;
+      const Op& op = *op_;
+      lock.unlock();
+      const Clock::time_point start = Clock::now();
+      try {
+        kernels_.run(op);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      const Clock::time_point end = Clock::now();
+      timing_ = {seconds_between(origin_, start), seconds_between(origin_, end)};
+      finished_.store(true, std::memory_order_release);
+    }
+  }
+
+  CpuKernels kernels_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool pending_ = false, stopping_ = false;
+  bool busy_ = false;  // main thread only
+  const Op* op_ = nullptr;
+  std::uint32_t index_ = 0;
+  Clock::time_point origin_;
+  MeasuredOp timing_;
+  std::exception_ptr error_;
+  std::atomic<bool> finished_{false};
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+// Buffers for the program's memory ops, kept across steps by (category,
+// size) so that only the first step pays for page faults.
+class MemoryPool {
+ public:
+  void allocate(int category, double bytes) {
+    const auto size = static_cast<std::size_t>(std::llround(bytes));
+    auto& cached = free_[{category, size}];
+    if (cached.empty()) {
+      live_[{category, size}].push_back(make(size));
+    } else {
+      live_[{category, size}].push_back(std::move(cached.back()));
+      cached.pop_back();
+    }
+  }
+  // Frees a buffer of the category and size; where the program frees in
+  // other pieces than it allocated, whole buffers of the category, oldest
+  // first, until the bytes are covered.
+  void release(int category, double bytes) {
+    const auto size = static_cast<std::size_t>(std::llround(bytes));
+    auto exact = live_.find({category, size});
+    if (exact != live_.end() && !exact->second.empty()) {
+      free_[exact->first].push_back(std::move(exact->second.back()));
+      exact->second.pop_back();
+      return;
+    }
+    std::size_t freed = 0;
+    for (auto it = live_.lower_bound({category, 0}); it != live_.end() && it->first.first == category && freed < size;
+         ++it) {
+      while (!it->second.empty() && freed < size) {
+        freed += it->first.second;
+        free_[it->first].push_back(std::move(it->second.back()));
+        it->second.pop_back();
+      }
+    }
+  }
+
+ private:
+  static std::unique_ptr<std::byte[]> make(std::size_t size) {
+    auto buffer = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(size, 1));
+    constexpr std::size_t kPage = 4096;  // touch every page: the memory is really there
+    for (std::size_t i = 0; i < size; i += kPage) buffer[i] = std::byte{1};
+    return buffer;
+  }
+  using Key = std::pair<int, std::size_t>;
+  std::map<Key, std::vector<std::unique_ptr<std::byte[]>>> live_, free_;
+};
+
+struct InFlight {
+  std::uint32_t op = 0;
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int count = 1;
+  Clock::time_point issued;
+};
+
+// One MPI communicator per group this rank belongs to, per Program communicator.
+class MpiCommunicators {
+ public:
+  explicit MpiCommunicators(const workloads::Program& program, int rank) {
+    for (const workloads::Communicator& communicator : program.communicators) {
+      const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
+      MPI_Comm comm = MPI_COMM_NULL;
+      // Key = world rank, so a rank's position in its group is its MPI rank.
+      MPI_Comm_split(MPI_COMM_WORLD, group < 0 ? MPI_UNDEFINED : group, rank, &comm);
+      if (comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+      comms_.push_back(comm);
+    }
+  }
+  ~MpiCommunicators() {
+    for (MPI_Comm& comm : comms_) {
+      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    }
+  }
+  MpiCommunicators(const MpiCommunicators&) = delete;
+  MpiCommunicators& operator=(const MpiCommunicators&) = delete;
+  MPI_Comm operator[](int communicator) const { return comms_[static_cast<std::size_t>(communicator)]; }
+
+ private:
+  std::vector<MPI_Comm> comms_;
+};
+
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds << " s";
+  return out.str();
+}
+
+std::string stop_message(int rank) {
+  return "rank " + std::to_string(rank) + ": stopped by signal " + std::to_string(static_cast<int>(g_stop_signal)) +
+         " (the launcher ends the job when another rank fails)";
+}
+
+// Plays one rank's program, step after step.
+class RankRun {
+ public:
+  RankRun(const workloads::Program& program, int rank, const ExecutionOptions& options)
+      : program_(program), rank_(rank), ops_(program.program_of(rank).ops), options_(options), comms_(program, rank) {
+    stream_ops_.resize(program.streams.size());
+    comm_ops_.resize(program.communicators.size());
+    buffers_.resize(program.streams.size());
+    for (std::uint32_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = ops_[i];
+      stream_ops_[static_cast<std::size_t>(op.stream)].push_back(i);
+      if (op.kind == OpKind::collective) {
+        comm_ops_[static_cast<std::size_t>(op.communicator)].push_back(i);
+        auto& buffer = buffers_[static_cast<std::size_t>(op.stream)];
+        const auto floats = static_cast<std::size_t>(std::ceil(op.bytes / sizeof(float))) + 1;
+        if (buffer.send.size() < floats) {
+          buffer.send.assign(floats, 1.0f);
+          buffer.recv.assign(floats, 0.0f);
+        }
+      }
+    }
+    const auto& resident = program.program_of(rank).resident_bytes;
+    for (std::size_t c = 0; c < resident.size(); ++c) {
+      if (resident[c] > 0) memory_.allocate(static_cast<int>(c), resident[c]);
+    }
+  }
+
+  // One step; `origin` receives its start on this host's monotonic clock.
+  std::vector<MeasuredOp> step(bool inject_fault, Clock::time_point& origin) {
+    const std::size_t n = ops_.size();
+    std::vector<MeasuredOp> timing(n);
+    std::vector<char> started(n, 0), done(n, 0);
+    std::vector<std::size_t> head(stream_ops_.size(), 0), next_call(comm_ops_.size(), 0);
+    std::vector<InFlight> in_flight;
+    std::size_t remaining = n;
+    origin = Clock::now();
+    Clock::time_point last_progress = origin;
+    const auto finish = [&](std::uint32_t i) {
+      done[i] = 1;
+      --remaining;
+      ++head[static_cast<std::size_t>(ops_[i].stream)];
+    };
+    while (remaining > 0) {
+      bool progressed = false;
+      if (auto finished = compute_.take_finished()) {
+        timing[finished->first] = finished->second;
+        finish(finished->first);
+        progressed = true;
+      }
+      for (auto it = in_flight.begin(); it != in_flight.end();) {
+        int complete = 0;
+        check(MPI_Testall(it->count, it->requests, &complete, MPI_STATUSES_IGNORE), ops_[it->op]);
+        if (complete) {
+          timing[it->op].end_seconds = seconds_between(origin, Clock::now());
+          finish(it->op);
+          it = in_flight.erase(it);
+          progressed = true;
+        } else {
+          ++it;
+        }
+      }
+      for (std::size_t s = 0; s < stream_ops_.size(); ++s) {
+        while (head[s] < stream_ops_[s].size()) {
+          const std::uint32_t i = stream_ops_[s][head[s]];
+          const Op& op = ops_[i];
+          if (started[i] || !std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return done[d]; })) {
+            break;
+          }
+          if (op.kind == OpKind::compute && compute_.busy()) break;
+          if (op.kind == OpKind::collective &&
+              comm_ops_[static_cast<std::size_t>(op.communicator)][next_call[static_cast<std::size_t>(op.communicator)]] != i) {
+            break;  // an earlier call on this communicator is not issued yet
+          }
+          if (inject_fault && i == options_.fault.op) inject(op);
+          started[i] = 1;
+          progressed = true;
+          const double now = seconds_between(origin, Clock::now());
+          if (op.kind == OpKind::memory) {
+            if (op.bytes > 0) {
+              memory_.allocate(static_cast<int>(op.memory), op.bytes);
+            } else {
+              memory_.release(static_cast<int>(op.memory), -op.bytes);
+            }
+            timing[i] = {now, now};
+            finish(i);
+            continue;
+          }
+          if (op.kind == OpKind::compute) {
+            compute_.start(op, i, origin);
+          } else {
+            ++next_call[static_cast<std::size_t>(op.communicator)];
+            timing[i].start_seconds = now;
+            in_flight.push_back(issue(i));
+          }
+          break;
+        }
+      }
+      const Clock::time_point now = Clock::now();
+      if (progressed) {
+        last_progress = now;
+        continue;
+      }
+      watch(in_flight, now, last_progress, head);
+      std::this_thread::sleep_for(std::chrono::microseconds(10));
+    }
+    return timing;
+  }
+
+  void inject(const Op& op) const {
+    if (options_.fault.kind == ExecutionOptions::Fault::Kind::kill) std::raise(SIGKILL);
+    // hang: stop here, until the launcher ends the job.
+    while (!g_stop_signal) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    throw ExecutionError(stop_message(rank_) + " while hanging (fault injected) before " + describe(op));
+  }
+
+  // Waits for a request (a barrier) under the same stall and signal rules.
+  void wait(MPI_Request request, const std::string& what) {
+    const Clock::time_point start = Clock::now();
+    for (;;) {
+      int complete = 0;
+      MPI_Test(&request, &complete, MPI_STATUS_IGNORE);
+      if (complete) return;
+      if (g_stop_signal) throw ExecutionError(stop_message(rank_) + " during " + what);
+      if (seconds_between(start, Clock::now()) > options_.stall_timeout_seconds) {
+        throw ExecutionError("rank " + std::to_string(rank_) + ": " + what + " has not completed after " +
+                             seconds_text(options_.stall_timeout_seconds) + " (a rank died or hangs)");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  struct StreamBuffers {
+    std::vector<float> send, recv;
+  };
+
+  std::string describe(const Op& op) const {
+    std::ostringstream out;
+    out << "'" << op.name << "' (op " << (&op - ops_.data()) << ", " << workloads::to_string(op.kind);
+    if (op.kind == OpKind::collective) {
+      const auto& communicator = program_.communicators[static_cast<std::size_t>(op.communicator)];
+      out << " " << workloads::to_string(op.collective) << " of " << static_cast<long long>(op.bytes)
+          << " bytes on communicator " << communicator.name << ", " << describe_ranks(communicator.group_of(rank_));
+    }
+    out << ")";
+    return out.str();
+  }
+
+  void check(int status, const Op& op) const {
+    if (status == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    MPI_Error_string(status, text, &length);
+    throw ExecutionError("rank " + std::to_string(rank_) + ": " + describe(op) + ": MPI error: " + text);
+  }
+
+  InFlight issue(std::uint32_t index) {
+    const Op& op = ops_[index];
+    MPI_Comm comm = comms_[op.communicator];
+    int size = 1, me = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &me);
+    StreamBuffers& b = buffers_[static_cast<std::size_t>(op.stream)];
+    const auto bytes = static_cast<long long>(op.bytes);
+    const int per_rank_bytes = static_cast<int>(bytes / size);
+    const int floats = static_cast<int>(bytes / static_cast<long long>(sizeof(float)));
+    const int per_rank_floats = floats / size;
+    InFlight call;
+    call.op = index;
+    call.issued = Clock::now();
+    int status = MPI_SUCCESS;
+    switch (op.collective) {
+      case CollectiveOp::all_reduce:
+        status = MPI_Iallreduce(b.send.data(), b.recv.data(), floats, MPI_FLOAT, MPI_SUM, comm, &call.requests[0]);
+        break;
+      case CollectiveOp::all_gather:
+        status = MPI_Iallgather(b.send.data(), per_rank_bytes, MPI_BYTE, b.recv.data(), per_rank_bytes, MPI_BYTE, comm,
+                                &call.requests[0]);
+        break;
+      case CollectiveOp::reduce_scatter:
+        status = MPI_Ireduce_scatter_block(b.send.data(), b.recv.data(), per_rank_floats, MPI_FLOAT, MPI_SUM, comm,
+                                           &call.requests[0]);
+        break;
+      case CollectiveOp::broadcast:
+        status = MPI_Ibcast(b.recv.data(), static_cast<int>(bytes), MPI_BYTE, op.root, comm, &call.requests[0]);
+        break;
+      case CollectiveOp::reduce:
+        status = MPI_Ireduce(b.send.data(), b.recv.data(), floats, MPI_FLOAT, MPI_SUM, op.root, comm, &call.requests[0]);
+        break;
+      case CollectiveOp::all_to_all:
+        status = MPI_Ialltoall(b.send.data(), per_rank_bytes, MPI_BYTE, b.recv.data(), per_rank_bytes, MPI_BYTE, comm,
+                               &call.requests[0]);
+        break;
+      case CollectiveOp::send_recv:
+        // Each rank sends its buffer to the next member and receives from the previous one.
+        status = MPI_Irecv(b.recv.data(), static_cast<int>(bytes), MPI_BYTE, (me + size - 1) % size, 0, comm,
+                           &call.requests[0]);
+        if (status == MPI_SUCCESS) {
+          status = MPI_Isend(b.send.data(), static_cast<int>(bytes), MPI_BYTE, (me + 1) % size, 0, comm,
+                             &call.requests[1]);
+        }
+        call.count = 2;
+        break;
+    }
+    check(status, op);
+    return call;
+  }
+
+  // Ends the run when a collective or the whole rank has been stuck too long.
+  void watch(const std::vector<InFlight>& in_flight, Clock::time_point now, Clock::time_point last_progress,
+             const std::vector<std::size_t>& head) const {
+    const std::string who = "rank " + std::to_string(rank_) + ": ";
+    if (g_stop_signal) {
+      std::string waiting;
+      for (const InFlight& call : in_flight) waiting += "\n  in flight: " + describe(ops_[call.op]);
+      throw ExecutionError(stop_message(rank_) + waiting);
+    }
+    const double limit = options_.stall_timeout_seconds;
+    for (const InFlight& call : in_flight) {
+      if (seconds_between(call.issued, now) > limit) {
+        throw ExecutionError(who + describe(ops_[call.op]) + " has not completed " + seconds_text(limit) +
+                             " after this rank issued it: a member died, or never issued it");
+      }
+    }
+    if (in_flight.empty() && !compute_.busy() && seconds_between(last_progress, now) > limit) {
+      std::string heads;
+      for (std::size_t s = 0; s < head.size(); ++s) {
+        if (head[s] < stream_ops_[s].size()) {
+          heads += "\n  stream " + program_.streams[s] + " waits to start " + describe(ops_[stream_ops_[s][head[s]]]);
+        }
+      }
+      throw ExecutionError(who + "nothing could start for " + seconds_text(limit) + heads);
+    }
+  }
+
+  const workloads::Program& program_;
+  int rank_;
+  const std::vector<Op>& ops_;
+  ExecutionOptions options_;
+  MpiCommunicators comms_;
+  std::vector<std::vector<std::uint32_t>> stream_ops_, comm_ops_;
+  std::vector<StreamBuffers> buffers_;
+  MemoryPool memory_;
+  ComputeThread compute_;
+};
+
+double available_host_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stod(line.substr(13)) * 1024;
+  }
+  return 0;  // unknown: not checked
+}
+
+// Refuses, on every rank alike, a program whose memory would not fit on the
+// host, before anything is allocated.
+void check_host_memory(const workloads::Program& program, int rank) {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
+  const double mine = program_peak_memory_bytes(program, rank);
+  double on_host = 0;
+  MPI_Allreduce(&mine, &on_host, 1, MPI_DOUBLE, MPI_SUM, host);
+  int ranks_on_host = 1;
+  MPI_Comm_size(host, &ranks_on_host);
+  MPI_Comm_free(&host);
+  const double available = available_host_memory_bytes();
+  int too_big = available > 0 && on_host > 0.9 * available;
+  MPI_Allreduce(MPI_IN_PLACE, &too_big, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (too_big) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    std::ostringstream out;
+    out.precision(3);
+    out << "the program needs " << mine / kGiB << " GiB on rank " << rank << " (" << on_host / kGiB << " GiB for the "
+        << ranks_on_host << " ranks on this host), more than the host's available memory; shrink it with --scale";
+    throw std::invalid_argument(out.str());
+  }
+}
+
+void check_call_sizes(const workloads::Program& program) {
+  for (std::size_t p = 0; p < program.programs.size(); ++p) {
+    for (const Op& op : program.programs[p].ops) {
+      if (op.kind == OpKind::collective && op.bytes > static_cast<double>(INT_MAX)) {
+        throw std::invalid_argument("op '" + op.name + "' moves " + std::to_string(static_cast<long long>(op.bytes)) +
+                                    " bytes, more than an MPI count holds; shrink the job with --scale");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+double program_peak_memory_bytes(const workloads::Program& program, int rank) {
+  const workloads::RankProgram& mine = program.program_of(rank);
+  double resident = 0;
+  for (double bytes : mine.resident_bytes) resident += bytes;
+  double running = 0, peak = 0;
+  for (const Op& op : mine.ops) {
+    if (op.kind != OpKind::memory) continue;
+    running += op.bytes;
+    peak = std::max(peak, running);
+  }
+  return resident + peak;
+}
+
+MeasuredRun execute_on_cpu(const workloads::Program& program, const ExecutionOptions& options) {
+  const int rank = world_rank();
+  const int size = world_size();
+  if (size != program.ranks) {
+    throw std::invalid_argument("the program has " + std::to_string(program.ranks) + " ranks but MPI started " +
+                                std::to_string(size) + " processes (mpirun -np " + std::to_string(program.ranks) + ")");
+  }
+  if (options.warmup_steps < 0 || options.measured_steps < 1) {
+    throw std::invalid_argument("at least one measured step and no negative warm-up are needed");
+  }
+  check_call_sizes(program);
+  check_host_memory(program, rank);
+
+  StopSignalHandlers signals;
+  RankRun run(program, rank, options);
+  std::vector<std::vector<MeasuredOp>> steps;
+  std::vector<Clock::time_point> origins;
+  for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
+    run.wait(barrier, "the barrier before step " + std::to_string(step));
+    const bool inject = step == options.warmup_steps && rank == options.fault.rank &&
+                        options.fault.kind != ExecutionOptions::Fault::Kind::none;
+    Clock::time_point origin;
+    std::vector<MeasuredOp> timing = run.step(inject, origin);
+    if (step >= options.warmup_steps) {
+      steps.push_back(std::move(timing));
+      origins.push_back(origin);
+    }
+  }
+
+  MeasuredRun result;
+  result.backend = "cpu";
+  result.device = cpu_description();
+  for (const auto& timing : steps) {
+    double end = 0;
+    for (const MeasuredOp& op : timing) end = std::max(end, op.end_seconds);
+    result.step_seconds.push_back(end);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, result.step_seconds.data(), static_cast<int>(result.step_seconds.size()), MPI_DOUBLE,
+                MPI_MAX, MPI_COMM_WORLD);
+  std::vector<int> order(result.step_seconds.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return result.step_seconds[static_cast<std::size_t>(a)] < result.step_seconds[static_cast<std::size_t>(b)]; });
+  result.reported_step = order[(order.size() - 1) / 2];
+
+  // Gather the reported step's timings at rank 0: two doubles per op, from
+  // the first rank's step start when the ranks share a clock.
+  result.shared_clock = node_count() == 1;
+  const auto reported = static_cast<std::size_t>(result.reported_step);
+  const std::int64_t my_origin =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(origins[reported].time_since_epoch()).count();
+  std::int64_t first_origin = 0;
+  MPI_Allreduce(&my_origin, &first_origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  const double shift = result.shared_clock ? static_cast<double>(my_origin - first_origin) * 1e-9 : 0.0;
+  const auto& mine = steps[reported];
+  std::vector<double> flat;
+  for (const MeasuredOp& op : mine) {
+    flat.push_back(op.start_seconds + shift);
+    flat.push_back(op.end_seconds + shift);
+  }
+  int count = static_cast<int>(flat.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<double> all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      offsets[static_cast<std::size_t>(r)] = total;
+      total += counts[static_cast<std::size_t>(r)];
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(flat.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    result.ops.resize(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      auto& ops = result.ops[static_cast<std::size_t>(r)];
+      const std::size_t first = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
+      for (int i = 0; i < counts[static_cast<std::size_t>(r)]; i += 2) {
+        ops.push_back({all[first + static_cast<std::size_t>(i)], all[first + static_cast<std::size_t>(i) + 1]});
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace shardsim::calib

@@ -1,0 +1,224 @@
+// shardsim exec: the Program `shardsim run` simulates, run for real under
+// mpirun (calib/executor), written as a measured Timeline in the
+// simulator's HDF5 schema for `shardsim compare`.
+#include "sim/cli/commands.h"
+
+#include "calib/executor/cpu_executor.h"
+#include "calib/profile.h"
+#include "sim/cli/atomic_output.h"
+#include "sim/cli/job_inputs.h"
+#include "sim/cli/step_table.h"
+#include "sim/step/hdf5_timeline.h"
+#include "sim/step/step_report.h"
+#include "sim/step/timeline_check.h"
+#include "topology/cluster.h"
+#include "topology/json_input.h"
+#include "workloads/step_compiler.h"
+
+#include <CLI/CLI.hpp>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+namespace shardsim::cli {
+
+namespace {
+
+struct ExecOptions {
+  JobOptions job;
+  std::string profile;  // for MFU's peak; default: the cluster's
+  std::string h5;
+  std::string program;
+  int steps = 10;
+  int warmup = 3;
+  double stall_timeout_seconds = 30;
+  std::string fault;  // kill-rank=R,op=N
+  bool json = false;
+};
+
+// MPI for the length of the command; finalised unless the run aborted.
+class MpiSession {
+ public:
+  MpiSession() {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    if (provided < MPI_THREAD_FUNNELED) {
+      throw std::runtime_error("the MPI library does not provide MPI_THREAD_FUNNELED");
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MpiSession() { MPI_Finalize(); }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+void parse_fault(const std::string& text, calib::ExecutionOptions& options) {
+  char kind[8] = {};
+  int rank = -1;
+  long long op = -1;
+  using Kind = calib::ExecutionOptions::Fault::Kind;
+  if (std::sscanf(text.c_str(), "%4[a-z]-rank=%d,op=%lld", kind, &rank, &op) != 3 || rank < 0 || op < 0 ||
+      (std::string(kind) != "kill" && std::string(kind) != "hang")) {
+    throw std::invalid_argument("--inject-fault: expected kill-rank=R,op=N or hang-rank=R,op=N, got '" + text + "'");
+  }
+  options.fault.kind = std::string(kind) == "kill" ? Kind::kill : Kind::hang;
+  options.fault.rank = rank;
+  options.fault.op = static_cast<std::uint32_t>(op);
+}
+
+sim::StepTimeline measured_timeline(const workloads::Program& program, const calib::MeasuredRun& run) {
+  sim::StepTimeline timeline;
+  for (const auto& ops : run.ops) {
+    auto& timings = timeline.ops.emplace_back();
+    for (const calib::MeasuredOp& op : ops) {
+      const TimePs start = op.start_seconds < 0 ? -1 : std::llround(op.start_seconds * 1e12);
+      const TimePs end = op.end_seconds < 0 ? -1 : std::llround(op.end_seconds * 1e12);
+      timings.push_back({start, end});
+      timeline.step_time = std::max(timeline.step_time, end);
+    }
+  }
+  timeline.peak_memory = sim::memory_peaks(program, timeline);
+  for (int rank = 0; rank < program.ranks; ++rank) {
+    for (const workloads::Op& op : program.program_of(rank).ops) {
+      if (op.kind == workloads::OpKind::collective) ++timeline.collectives;
+    }
+  }
+  return timeline;
+}
+
+nlohmann::json measured_section(const calib::MeasuredRun& run) {
+  std::vector<double> sorted = run.step_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  return {{"backend", run.backend},
+          {"device", run.device},
+          {"step_seconds", run.step_seconds},
+          {"reported_step", run.reported_step},
+          {"min_step_seconds", sorted.front()},
+          {"max_step_seconds", sorted.back()},
+          {"shared_clock", run.shared_clock}};
+}
+
+int exec_step(const ExecOptions& options) {
+  MpiSession mpi;
+  const bool root = mpi.rank() == 0;
+  try {
+    JobOptions job = options.job;
+    if (job.gpus == 0) job.gpus = mpi.size();
+    if (job.gpus != mpi.size()) {
+      throw std::invalid_argument("--gpus " + std::to_string(job.gpus) + " but mpirun started " +
+                                  std::to_string(mpi.size()) + " processes: one process per rank");
+    }
+    const JobInputs inputs = load_job_inputs(job);
+    const calib::Profile profile = calib::load_profile(options.profile.empty() ? inputs.cluster.profile : options.profile);
+    const workloads::Program program = workloads::compile_step(inputs.step);
+    calib::ExecutionOptions execution;
+    execution.warmup_steps = options.warmup;
+    execution.measured_steps = options.steps;
+    execution.stall_timeout_seconds = options.stall_timeout_seconds;
+    if (!options.fault.empty()) parse_fault(options.fault, execution);
+    if (root && !options.program.empty()) {
+      AtomicOutputFile out(options.program);
+      out.stream() << workloads::program_to_json(program).dump(1) << "\n";
+      out.commit();
+    }
+    if (root) {
+      std::fprintf(stderr, "shardsim exec: %zu ops on %d ranks, %d warm-up + %d measured steps\n",
+                   program.total_ops(), program.ranks, options.warmup, options.steps);
+    }
+    const calib::MeasuredRun run = calib::execute_on_cpu(program, execution);
+    if (!root) return 0;
+
+    const sim::StepTimeline timeline = measured_timeline(program, run);
+    // Microsecond tolerance: clock reads and the double round trip.
+    const auto violations = sim::timeline_violations(program, timeline, 1'000'000);
+    if (!violations.empty()) {
+      std::string what = "the measured timeline is inconsistent (an executor bug):";
+      for (const auto& v : violations) what += "\n  " + v;
+      throw std::logic_error(what);
+    }
+    const sim::StepSummary summary =
+        sim::summarize_step(program, timeline, profile, inputs.cluster.node.gpu_memory_bytes, 0);
+    nlohmann::json summary_json = sim::summary_to_json(program, timeline, summary);
+    summary_json["cluster"] = inputs.cluster.name;
+    summary_json["profile"] = profile.name;
+    summary_json["measured"] = measured_section(run);
+    if (!options.h5.empty()) {
+      std::vector<int> all(static_cast<std::size_t>(program.ranks));
+      for (int r = 0; r < program.ranks; ++r) all[static_cast<std::size_t>(r)] = r;
+      sim::write_hdf5_timeline(options.h5, program, timeline, all, topology::Cluster(inputs.cluster), summary_json);
+    }
+    if (options.json) {
+      std::cout << summary_json.dump(2) << "\n";
+    } else {
+      const nlohmann::json& m = summary_json["measured"];
+      std::printf("# measured on %s (%s backend): step %d of %zu measured steps (the median), min %.6f s, max %.6f s\n",
+                  run.device.c_str(), run.backend.c_str(), run.reported_step, run.step_seconds.size(),
+                  m["min_step_seconds"].get<double>(), m["max_step_seconds"].get<double>());
+      print_step_table("shardsim exec", program, timeline, summary, inputs.cluster.name);
+    }
+    return 0;
+  } catch (const calib::ExecutionError& e) {
+    std::cerr << "shardsim exec: " << e.what() << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    return 3;
+  } catch (const InputError& e) {
+    // Every rank reads the same inputs and fails alike; one message will do.
+    if (root) std::cerr << "shardsim: " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    if (root) std::cerr << "shardsim: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace
+
+void add_exec_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<ExecOptions>();
+  CLI::App* command = app.add_subcommand("exec", "Run the training step's Program for real and measure it");
+  command->footer(
+      "Runs the Program `shardsim run` simulates, one MPI process per rank, and writes the\n"
+      "measured timeline in the simulator's HDF5 schema (compare them with `shardsim compare`).\n"
+      "Backend: CPU (Eigen GEMMs with the Program's shapes, non-blocking MPI collectives with its\n"
+      "groups and bytes, every dtype in fp32). --scale shrinks the model to fit the machine.\n"
+      "Example (4 ranks on one machine):\n"
+      "  mpirun -np 4 shardsim exec --cluster cpu-4rank --model llama-7b --plan zero3 \\\n"
+      "      --scale layers=2,hidden=256,seq=128,micro_batches=2 --h5 measured.h5\n"
+      "Exit code 2 on bad input; 3 when a rank fails or a collective stalls (the message names\n"
+      "the op and its ranks; no measured file is written).");
+  add_job_options(*command, options->job);
+  add_plan_variant_options(*command, options->job);
+  command->add_option("--profile", options->profile, "Profile whose peak FLOP/s MFU is taken against (default: the cluster's)");
+  command->add_option("--steps", options->steps, "Measured steps (the median is reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--warmup", options->warmup, "Warm-up steps before the measured ones")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command->add_option("--stall-timeout", options->stall_timeout_seconds,
+                      "Seconds a collective may stay in flight (or a rank stay stuck) before the run ends")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--h5", options->h5, "Write the measured timeline of every rank as HDF5");
+  command->add_option("--program", options->program, "Write the Program as JSON");
+  command->add_option("--inject-fault", options->fault,
+                      "Testing: kill-rank=R,op=N kills rank R at op N of the first measured step; hang-rank=R,op=N "
+                      "stops it there")
+      ->group("Testing");
+  command->add_flag("--json", options->json, "Print one JSON object instead of the table");
+  command->callback([options, &exit_code] { exit_code = exec_step(*options); });
+}
+
+}  // namespace shardsim::cli

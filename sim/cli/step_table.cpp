@@ -1,0 +1,74 @@
+#include "sim/cli/step_table.h"
+
+#include <cstdio>
+
+namespace shardsim::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+void print_memory(const sim::MemoryBytes& bytes) {
+  for (int c = 0; c < workloads::kMemoryCategoryCount; ++c) {
+    const double value = bytes[static_cast<std::size_t>(c)];
+    if (value != 0) {
+      std::printf("  %-28s %10.2f GiB\n", std::string(workloads::to_string(static_cast<workloads::MemoryCategory>(c))).c_str(),
+                  value / kGiB);
+    }
+  }
+}
+
+}  // namespace
+
+void print_step_table(const std::string& title, const workloads::Program& program, const sim::StepTimeline& timeline, const sim::StepSummary& summary,
+                 const std::string& cluster) {
+  const nlohmann::json& d = program.description;
+  const nlohmann::json& o = d.at("overlap");
+  const auto on = [](const nlohmann::json& flag) { return flag.get<bool>() ? "on" : "off"; };
+  std::printf("# %s: %s (%.3f B parameters) on %s, %d data-parallel GPUs\n", title.c_str(),
+              d.at("model").get<std::string>().c_str(), d.at("parameters").get<double>() / 1e9, cluster.c_str(),
+              program.ranks);
+  std::printf("# plan %s (%s, %s): f_P %d, f_G %d, f_OS %d; overlap: gather/scatter %s, optimizer all-reduce %s, "
+              "parameter broadcast %s\n",
+              d.at("plan").get<std::string>().c_str(), d.at("system").get<std::string>().c_str(),
+              d.at("behaviour").get<std::string>().c_str(), d.at("factors").at("parameters").get<int>(),
+              d.at("factors").at("gradients").get<int>(), d.at("factors").at("optimizer").get<int>(),
+              on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
+  std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
+              "recompute %s, flash attention %s\n",
+              d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),
+              d.at("gradient_accumulation_steps").get<long long>(), d.at("tokens_per_step").get<long long>(),
+              d.at("recompute").get<std::string>().c_str(), d.at("flash_attention").get<bool>() ? "on" : "off");
+  if (timeline.out_of_memory) {
+    const sim::OutOfMemory& oom = *timeline.out_of_memory;
+    double total = 0;
+    for (double bytes : oom.by_category) total += bytes;
+    std::printf("OUT OF MEMORY on rank %d at %.3f ms, op %s: %.2f GiB needed, the GPU holds %.2f GiB\n", oom.rank,
+                seconds_from_picoseconds(oom.when) * 1e3, oom.op.c_str(), total / kGiB, oom.capacity_bytes / kGiB);
+    print_memory(oom.by_category);
+    return;
+  }
+  std::printf("%-30s %12.4f s\n", "step time", summary.step_seconds);
+  std::printf("%-30s %12.2f %%\n", "MFU", 100 * summary.mfu);
+  std::printf("%-30s %12.1f\n", "tokens per GPU per second", summary.tokens_per_gpu_per_second);
+  std::printf("%-30s %12.2f GiB of %.2f GiB (rank %d)\n", "peak memory", summary.peak_memory.total_bytes / kGiB,
+              summary.gpu_memory_bytes / kGiB, summary.peak_memory_rank);
+  print_memory(summary.peak_memory.by_category);
+  const sim::TimeBreakdown& b = summary.breakdown;
+  const auto share = [&](double seconds) { return summary.step_seconds > 0 ? 100 * seconds / summary.step_seconds : 0.0; };
+  std::printf("time breakdown of rank %d\n", b.rank);
+  std::printf("  %-28s %10.4f s %6.1f %%\n", "compute", b.compute_seconds, share(b.compute_seconds));
+  for (workloads::CollectiveOp op : workloads::all_collective_ops()) {
+    const double seconds = b.exposed_seconds[static_cast<std::size_t>(op)];
+    if (seconds > 0) {
+      std::printf("  %-28s %10.4f s %6.1f %%\n", ("exposed " + std::string(workloads::to_string(op))).c_str(), seconds,
+                  share(seconds));
+    }
+  }
+  std::printf("  %-28s %10.4f s %6.1f %%\n", "idle", b.idle_seconds, share(b.idle_seconds));
+  std::printf("  %-28s %10.4f s (%.0f %% of it hidden behind compute)\n", "communication in flight",
+              b.communication_seconds,
+              b.communication_seconds > 0 ? 100 * (1 - b.exposed_total() / b.communication_seconds) : 0.0);
+}
+
+}  // namespace shardsim::cli

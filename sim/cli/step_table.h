@@ -1,0 +1,18 @@
+// The terminal table of a training step, simulated (shardsim run) or
+// measured (shardsim exec): the job, step time, MFU, tokens per GPU per
+// second, peak memory with its breakdown, and one rank's time breakdown.
+#pragma once
+
+#include "sim/step/step_report.h"
+#include "sim/step/step_simulator.h"
+#include "workloads/program.h"
+
+#include <string>
+
+namespace shardsim::cli {
+
+// `title` opens the first line: "shardsim run", "shardsim exec".
+void print_step_table(const std::string& title, const workloads::Program& program, const sim::StepTimeline& timeline,
+                      const sim::StepSummary& summary, const std::string& cluster);
+
+}  // namespace shardsim::cli

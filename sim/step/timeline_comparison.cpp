@@ -1,0 +1,140 @@
+#include "sim/step/timeline_comparison.h"
+
+#include "sim/step/step_report.h"
+#include "topology/json_input.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace shardsim::sim {
+
+namespace {
+
+using RankRows = std::map<int, std::vector<const TimelineOpRow*>>;
+
+RankRows rows_by_rank(const TimelineFile& file) {
+  RankRows rows;
+  for (const TimelineOpRow& row : file.ops) rows[row.rank].push_back(&row);
+  for (auto& [rank, list] : rows) {
+    std::sort(list.begin(), list.end(), [](const TimelineOpRow* a, const TimelineOpRow* b) { return a->op < b->op; });
+  }
+  return rows;
+}
+
+double duration(const TimelineOpRow& row) {
+  return row.start_seconds < 0 || row.end_seconds < row.start_seconds ? 0 : row.end_seconds - row.start_seconds;
+}
+
+// "gemm", "attention", ... for kernels; "<collective> in flight" for calls.
+std::string class_label(const TimelineOpRow& row) {
+  return row.kind == "collective" ? row.op_class + " in flight" : row.op_class;
+}
+
+TimeBreakdown breakdown_of(const std::vector<const TimelineOpRow*>& rows, double step_seconds, int rank) {
+  const auto ps = [](double seconds) { return static_cast<TimePs>(std::llround(seconds * 1e12)); };
+  std::vector<ActivityInterval> intervals;
+  for (const TimelineOpRow* row : rows) {
+    if (row->kind == "memory") continue;
+    int what = -1;
+    if (row->kind == "collective") {
+      const auto op = workloads::parse_collective_op(row->op_class);
+      if (!op) continue;
+      what = static_cast<int>(*op);
+    }
+    intervals.push_back({ps(row->start_seconds), ps(row->end_seconds), what});
+  }
+  return breakdown_of_intervals(std::move(intervals), ps(step_seconds), rank);
+}
+
+double hidden_fraction(const TimeBreakdown& b) {
+  return b.communication_seconds > 0 ? 1 - b.exposed_total() / b.communication_seconds : 0;
+}
+
+}  // namespace
+
+double ComparedQuantity::relative_error() const {
+  return measured_seconds > 0 ? (predicted_seconds - measured_seconds) / measured_seconds
+                              : std::numeric_limits<double>::quiet_NaN();
+}
+
+TimelineComparison compare_timelines(const TimelineFile& predicted, const TimelineFile& measured, std::optional<int> rank) {
+  const RankRows p = rows_by_rank(predicted), m = rows_by_rank(measured);
+  TimelineComparison result;
+  for (const auto& [r, rows] : p) {
+    if (m.count(r)) result.ranks.push_back(r);
+  }
+  if (result.ranks.empty()) {
+    throw_input_error(measured.path, "ops", "shares no rank with " + predicted.path + " (record the same ranks)");
+  }
+  for (int r : result.ranks) {
+    const auto& a = p.at(r);
+    const auto& b = m.at(r);
+    if (a.size() != b.size()) {
+      throw_input_error(measured.path, "ops",
+                        "rank " + std::to_string(r) + " has " + std::to_string(b.size()) + " ops, " + predicted.path +
+                            " " + std::to_string(a.size()) + ": not the same program (same --scale, plan and GPUs?)");
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i]->op != b[i]->op || a[i]->name != b[i]->name || a[i]->kind != b[i]->kind) {
+        throw_input_error(measured.path, "ops",
+                          "rank " + std::to_string(r) + " op " + std::to_string(b[i]->op) + " is '" + b[i]->name +
+                              "', in " + predicted.path + " '" + a[i]->name + "': not the same program");
+      }
+    }
+  }
+  result.breakdown_rank = rank.value_or(result.ranks.front());
+  if (std::find(result.ranks.begin(), result.ranks.end(), result.breakdown_rank) == result.ranks.end()) {
+    throw std::invalid_argument("--rank " + std::to_string(result.breakdown_rank) + " is not in both files");
+  }
+
+  result.step = {"step time", predicted.step_seconds, measured.step_seconds};
+
+  // Class totals per rank, averaged over the compared ranks; classes in the
+  // order they first appear in the program.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<double, double>> totals;
+  for (int r : result.ranks) {
+    const auto& a = p.at(r);
+    const auto& b = m.at(r);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i]->kind == "memory") continue;
+      const std::string label = class_label(*a[i]);
+      auto [it, added] = totals.try_emplace(label, 0.0, 0.0);
+      if (added) order.push_back(label);
+      it->second.first += duration(*a[i]);
+      it->second.second += duration(*b[i]);
+    }
+  }
+  const double ranks = static_cast<double>(result.ranks.size());
+  for (const std::string& label : order) {
+    result.op_classes.push_back({label, totals[label].first / ranks, totals[label].second / ranks});
+  }
+
+  const auto& a = p.at(result.breakdown_rank);
+  const auto& b = m.at(result.breakdown_rank);
+  const TimeBreakdown bp = breakdown_of(a, predicted.step_seconds, result.breakdown_rank);
+  const TimeBreakdown bm = breakdown_of(b, measured.step_seconds, result.breakdown_rank);
+  result.breakdown = {{"compute", bp.compute_seconds, bm.compute_seconds},
+                      {"exposed communication", bp.exposed_total(), bm.exposed_total()},
+                      {"idle", bp.idle_seconds, bm.idle_seconds},
+                      {"communication in flight", bp.communication_seconds, bm.communication_seconds}};
+  result.predicted_hidden_fraction = hidden_fraction(bp);
+  result.measured_hidden_fraction = hidden_fraction(bm);
+
+  std::vector<OpDifference> differences;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i]->kind == "memory") continue;
+    differences.push_back({a[i]->op, a[i]->name, duration(*a[i]), duration(*b[i])});
+  }
+  const auto gap = [](const OpDifference& d) { return std::abs(d.predicted_seconds - d.measured_seconds); };
+  std::stable_sort(differences.begin(), differences.end(),
+                   [&](const OpDifference& x, const OpDifference& y) { return gap(x) > gap(y); });
+  differences.resize(std::min<std::size_t>(differences.size(), 10));
+  result.largest_differences = std::move(differences);
+  return result;
+}
+
+}  // namespace shardsim::sim
