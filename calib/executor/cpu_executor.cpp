@@ -549,6 +549,12 @@ MeasuredRun execute_on_cpu(const workloads::Program& program, const ExecutionOpt
   if (options.warmup_steps < 0 || options.measured_steps < 1) {
     throw std::invalid_argument("at least one measured step and no negative warm-up are needed");
   }
+  const ExecutionOptions::Fault& fault = options.fault;
+  if (fault.kind != ExecutionOptions::Fault::Kind::none &&
+      (fault.rank < 0 || fault.rank >= size || fault.op >= program.program_of(fault.rank).ops.size())) {
+    throw std::invalid_argument("fault injection: rank " + std::to_string(fault.rank) + " has no op " +
+                                std::to_string(fault.op));
+  }
   check_call_sizes(program);
   check_host_memory(program, rank);
 

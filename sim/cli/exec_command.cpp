@@ -9,6 +9,7 @@
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/step_table.h"
 #include "sim/step/hdf5_timeline.h"
+#include "sim/step/measured_timeline.h"
 #include "sim/step/step_report.h"
 #include "sim/step/timeline_check.h"
 #include "topology/cluster.h"
@@ -78,26 +79,6 @@ void parse_fault(const std::string& text, calib::ExecutionOptions& options) {
   options.fault.op = static_cast<std::uint32_t>(op);
 }
 
-sim::StepTimeline measured_timeline(const workloads::Program& program, const calib::MeasuredRun& run) {
-  sim::StepTimeline timeline;
-  for (const auto& ops : run.ops) {
-    auto& timings = timeline.ops.emplace_back();
-    for (const calib::MeasuredOp& op : ops) {
-      const TimePs start = op.start_seconds < 0 ? -1 : std::llround(op.start_seconds * 1e12);
-      const TimePs end = op.end_seconds < 0 ? -1 : std::llround(op.end_seconds * 1e12);
-      timings.push_back({start, end});
-      timeline.step_time = std::max(timeline.step_time, end);
-    }
-  }
-  timeline.peak_memory = sim::memory_peaks(program, timeline);
-  for (int rank = 0; rank < program.ranks; ++rank) {
-    for (const workloads::Op& op : program.program_of(rank).ops) {
-      if (op.kind == workloads::OpKind::collective) ++timeline.collectives;
-    }
-  }
-  return timeline;
-}
-
 nlohmann::json measured_section(const calib::MeasuredRun& run) {
   std::vector<double> sorted = run.step_seconds;
   std::sort(sorted.begin(), sorted.end());
@@ -140,7 +121,7 @@ int exec_step(const ExecOptions& options) {
     const calib::MeasuredRun run = calib::execute_on_cpu(program, execution);
     if (!root) return 0;
 
-    const sim::StepTimeline timeline = measured_timeline(program, run);
+    const sim::StepTimeline timeline = sim::measured_timeline(program, run);
     // Microsecond tolerance: clock reads and the double round trip.
     const auto violations = sim::timeline_violations(program, timeline, 1'000'000);
     if (!violations.empty()) {

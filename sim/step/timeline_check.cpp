@@ -20,12 +20,15 @@ std::vector<std::string> timeline_violations(const workloads::Program& program, 
     return found;
   }
   const auto call_ids = collective_call_ids(program);
-  struct CallSpan {
-    TimePs latest_start = std::numeric_limits<TimePs>::min();
-    TimePs earliest_end = std::numeric_limits<TimePs>::max();
-    std::string name;
+  struct Member {
+    int position = 0;  // in the group
+    TimePs start = 0, end = 0;
   };
-  std::map<std::int64_t, CallSpan> calls;
+  struct Call {
+    const workloads::Op* op = nullptr;
+    std::vector<Member> members;
+  };
+  std::map<std::int64_t, Call> calls;
   for (int rank = 0; rank < program.ranks; ++rank) {
     const auto& ops = program.program_of(rank).ops;
     const auto& t = timeline.ops[static_cast<std::size_t>(rank)];
@@ -49,17 +52,37 @@ std::vector<std::string> timeline_violations(const workloads::Program& program, 
       free_at = std::max(free_at, t[i].end);
       const std::int64_t call = call_ids[static_cast<std::size_t>(rank)][i];
       if (call >= 0) {
-        CallSpan& span = calls[call];
-        span.latest_start = std::max(span.latest_start, t[i].start);
-        span.earliest_end = std::min(span.earliest_end, t[i].end);
-        span.name = ops[i].name;
+        const auto& group = program.communicators[static_cast<std::size_t>(ops[i].communicator)].group_of(rank);
+        const int position = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
+        Call& c = calls[call];
+        c.op = &ops[i];
+        c.members.push_back({position, t[i].start, t[i].end});
       }
     }
   }
-  for (const auto& [call, span] : calls) {
-    if (span.latest_start > span.earliest_end + tolerance) {
-      report("collective call " + std::to_string(call) + " '" + span.name +
-             "': a member completed it before another member issued it");
+  using workloads::CollectiveOp;
+  for (auto& [call, c] : calls) {
+    std::sort(c.members.begin(), c.members.end(), [](const Member& a, const Member& b) { return a.position < b.position; });
+    const auto n = static_cast<int>(c.members.size());
+    // needs(a, b): member a cannot complete before member b issued the call.
+    const auto needs = [&](int a, int b) {
+      switch (c.op->collective) {
+        case CollectiveOp::broadcast: return b == c.op->root;
+        case CollectiveOp::reduce: return a == c.op->root;
+        case CollectiveOp::send_recv: return b == (a + n - 1) % n;
+        default: return true;
+      }
+    };
+    bool broken = false;
+    for (int a = 0; a < n && !broken; ++a) {
+      for (int b = 0; b < n && !broken; ++b) {
+        broken = a != b && needs(a, b) && c.members[static_cast<std::size_t>(a)].end + tolerance <
+                                              c.members[static_cast<std::size_t>(b)].start;
+      }
+    }
+    if (broken) {
+      report("collective call " + std::to_string(call) + " '" + c.op->name +
+             "': a member completed it before a member it needs data from issued it");
     }
   }
   return found;
