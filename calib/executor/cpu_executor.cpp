@@ -1,6 +1,9 @@
 #include "calib/executor/cpu_executor.h"
 
+#include "calib/executor/buffer_pool.h"
 #include "calib/executor/cpu_kernels.h"
+#include "calib/executor/measured_steps.h"
+#include "calib/executor/run_stop.h"
 #include "calib/probe/mpi_world.h"
 
 #include <mpi.h>
@@ -8,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
@@ -32,43 +34,6 @@ using workloads::OpKind;
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
-}
-
-// The launcher (mpirun) stops the survivors with SIGTERM when a rank dies;
-// the run loop notices and says what it was waiting for.
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void record_stop_signal(int signal) { g_stop_signal = signal; }
-
-class StopSignalHandlers {
- public:
-  StopSignalHandlers() {
-    g_stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = record_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGTERM, &action, &previous_term_);
-    sigaction(SIGINT, &action, &previous_int_);
-  }
-  ~StopSignalHandlers() {
-    sigaction(SIGTERM, &previous_term_, nullptr);
-    sigaction(SIGINT, &previous_int_, nullptr);
-  }
-  StopSignalHandlers(const StopSignalHandlers&) = delete;
-  StopSignalHandlers& operator=(const StopSignalHandlers&) = delete;
-
- private:
-  struct sigaction previous_term_ {}, previous_int_ {};
-};
-
-std::string describe_ranks(const std::vector<int>& ranks) {
-  const bool consecutive = !ranks.empty() && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size());
-  if (consecutive && ranks.size() > 2) return "ranks " + std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) text += ',';
-    text += std::to_string(ranks[i]);
-  }
-  return text;
 }
 
 // Runs one compute op at a time beside the main (MPI) thread.
@@ -144,52 +109,14 @@ class ComputeThread {
   std::thread thread_;  // last: starts once everything above exists
 };
 
-// Buffers for the program's memory ops, kept across steps by (category,
-// size) so that only the first step pays for page faults.
-class MemoryPool {
- public:
-  void allocate(int category, double bytes) {
-    const auto size = static_cast<std::size_t>(std::llround(bytes));
-    auto& cached = free_[{category, size}];
-    if (cached.empty()) {
-      live_[{category, size}].push_back(make(size));
-    } else {
-      live_[{category, size}].push_back(std::move(cached.back()));
-      cached.pop_back();
-    }
-  }
-  // Frees a buffer of the category and size; where the program frees in
-  // other pieces than it allocated, whole buffers of the category, oldest
-  // first, until the bytes are covered.
-  void release(int category, double bytes) {
-    const auto size = static_cast<std::size_t>(std::llround(bytes));
-    auto exact = live_.find({category, size});
-    if (exact != live_.end() && !exact->second.empty()) {
-      free_[exact->first].push_back(std::move(exact->second.back()));
-      exact->second.pop_back();
-      return;
-    }
-    std::size_t freed = 0;
-    for (auto it = live_.lower_bound({category, 0}); it != live_.end() && it->first.first == category && freed < size;
-         ++it) {
-      while (!it->second.empty() && freed < size) {
-        freed += it->first.second;
-        free_[it->first].push_back(std::move(it->second.back()));
-        it->second.pop_back();
-      }
-    }
-  }
-
- private:
-  static std::unique_ptr<std::byte[]> make(std::size_t size) {
-    auto buffer = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(size, 1));
-    constexpr std::size_t kPage = 4096;  // touch every page: the memory is really there
-    for (std::size_t i = 0; i < size; i += kPage) buffer[i] = std::byte{1};
-    return buffer;
-  }
-  using Key = std::pair<int, std::size_t>;
-  std::map<Key, std::vector<std::unique_ptr<std::byte[]>>> live_, free_;
-};
+// Page-touched host memory: the bytes are really there.
+std::unique_ptr<std::byte[]> touched_host_bytes(std::size_t size) {
+  auto buffer = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(size, 1));
+  constexpr std::size_t kPage = 4096;
+  for (std::size_t i = 0; i < size; i += kPage) buffer[i] = std::byte{1};
+  return buffer;
+}
+using HostMemoryPool = BufferPool<std::unique_ptr<std::byte[]>>;
 
 struct InFlight {
   std::uint32_t op = 0;
@@ -223,17 +150,6 @@ class MpiCommunicators {
  private:
   std::vector<MPI_Comm> comms_;
 };
-
-std::string seconds_text(double seconds) {
-  std::ostringstream out;
-  out << seconds << " s";
-  return out.str();
-}
-
-std::string stop_message(int rank) {
-  return "rank " + std::to_string(rank) + ": stopped by signal " + std::to_string(static_cast<int>(g_stop_signal)) +
-         " (the launcher ends the job when another rank fails)";
-}
 
 // Plays one rank's program, step after step.
 class RankRun {
@@ -346,7 +262,7 @@ class RankRun {
   void inject(const Op& op) const {
     if (options_.fault.kind == ExecutionOptions::Fault::Kind::kill) std::raise(SIGKILL);
     // hang: stop here, until the launcher ends the job.
-    while (!g_stop_signal) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (!stop_signal()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     throw ExecutionError(stop_message(rank_) + " while hanging (fault injected) before " + describe(op));
   }
 
@@ -357,7 +273,7 @@ class RankRun {
       int complete = 0;
       MPI_Test(&request, &complete, MPI_STATUS_IGNORE);
       if (complete) return;
-      if (g_stop_signal) throw ExecutionError(stop_message(rank_) + " during " + what);
+      if (stop_signal()) throw ExecutionError(stop_message(rank_) + " during " + what);
       if (seconds_between(start, Clock::now()) > options_.stall_timeout_seconds) {
         throw ExecutionError("rank " + std::to_string(rank_) + ": " + what + " has not completed after " +
                              seconds_text(options_.stall_timeout_seconds) + " (a rank died or hangs)");
@@ -447,7 +363,7 @@ class RankRun {
   void watch(const std::vector<InFlight>& in_flight, Clock::time_point now, Clock::time_point last_progress,
              const std::vector<std::size_t>& head) const {
     const std::string who = "rank " + std::to_string(rank_) + ": ";
-    if (g_stop_signal) {
+    if (stop_signal()) {
       std::string waiting;
       for (const InFlight& call : in_flight) waiting += "\n  in flight: " + describe(ops_[call.op]);
       throw ExecutionError(stop_message(rank_) + waiting);
@@ -477,7 +393,7 @@ class RankRun {
   MpiCommunicators comms_;
   std::vector<std::vector<std::uint32_t>> stream_ops_, comm_ops_;
   std::vector<StreamBuffers> buffers_;
-  MemoryPool memory_;
+  HostMemoryPool memory_{touched_host_bytes};
   ComputeThread compute_;
 };
 
@@ -513,17 +429,6 @@ void check_host_memory(const workloads::Program& program, int rank) {
   }
 }
 
-void check_call_sizes(const workloads::Program& program) {
-  for (std::size_t p = 0; p < program.programs.size(); ++p) {
-    for (const Op& op : program.programs[p].ops) {
-      if (op.kind == OpKind::collective && op.bytes > static_cast<double>(INT_MAX)) {
-        throw std::invalid_argument("op '" + op.name + "' moves " + std::to_string(static_cast<long long>(op.bytes)) +
-                                    " bytes, more than an MPI count holds; shrink the job with --scale");
-      }
-    }
-  }
-}
-
 }  // namespace
 
 double program_peak_memory_bytes(const workloads::Program& program, int rank) {
@@ -540,28 +445,14 @@ double program_peak_memory_bytes(const workloads::Program& program, int rank) {
 }
 
 MeasuredRun execute_on_cpu(const workloads::Program& program, const ExecutionOptions& options) {
+  check_execution_request(program, options);
   const int rank = world_rank();
-  const int size = world_size();
-  if (size != program.ranks) {
-    throw std::invalid_argument("the program has " + std::to_string(program.ranks) + " ranks but MPI started " +
-                                std::to_string(size) + " processes (mpirun -np " + std::to_string(program.ranks) + ")");
-  }
-  if (options.warmup_steps < 0 || options.measured_steps < 1) {
-    throw std::invalid_argument("at least one measured step and no negative warm-up are needed");
-  }
-  const ExecutionOptions::Fault& fault = options.fault;
-  if (fault.kind != ExecutionOptions::Fault::Kind::none &&
-      (fault.rank < 0 || fault.rank >= size || fault.op >= program.program_of(fault.rank).ops.size())) {
-    throw std::invalid_argument("fault injection: rank " + std::to_string(fault.rank) + " has no op " +
-                                std::to_string(fault.op));
-  }
-  check_call_sizes(program);
   check_host_memory(program, rank);
 
   StopSignalHandlers signals;
   RankRun run(program, rank, options);
   std::vector<std::vector<MeasuredOp>> steps;
-  std::vector<Clock::time_point> origins;
+  std::vector<std::int64_t> origins;  // nanoseconds on the host clock
   for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
     MPI_Request barrier = MPI_REQUEST_NULL;
     MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
@@ -572,65 +463,11 @@ MeasuredRun execute_on_cpu(const workloads::Program& program, const ExecutionOpt
     std::vector<MeasuredOp> timing = run.step(inject, origin);
     if (step >= options.warmup_steps) {
       steps.push_back(std::move(timing));
-      origins.push_back(origin);
+      origins.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count());
     }
   }
 
-  MeasuredRun result;
-  result.backend = "cpu";
-  result.device = cpu_description();
-  for (const auto& timing : steps) {
-    double end = 0;
-    for (const MeasuredOp& op : timing) end = std::max(end, op.end_seconds);
-    result.step_seconds.push_back(end);
-  }
-  MPI_Allreduce(MPI_IN_PLACE, result.step_seconds.data(), static_cast<int>(result.step_seconds.size()), MPI_DOUBLE,
-                MPI_MAX, MPI_COMM_WORLD);
-  std::vector<int> order(result.step_seconds.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return result.step_seconds[static_cast<std::size_t>(a)] < result.step_seconds[static_cast<std::size_t>(b)]; });
-  result.reported_step = order[(order.size() - 1) / 2];
-
-  // Gather the reported step's timings at rank 0: two doubles per op, from
-  // the first rank's step start when the ranks share a clock.
-  result.shared_clock = node_count() == 1;
-  const auto reported = static_cast<std::size_t>(result.reported_step);
-  const std::int64_t my_origin =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(origins[reported].time_since_epoch()).count();
-  std::int64_t first_origin = 0;
-  MPI_Allreduce(&my_origin, &first_origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-  const double shift = result.shared_clock ? static_cast<double>(my_origin - first_origin) * 1e-9 : 0.0;
-  const auto& mine = steps[reported];
-  std::vector<double> flat;
-  for (const MeasuredOp& op : mine) {
-    flat.push_back(op.start_seconds + shift);
-    flat.push_back(op.end_seconds + shift);
-  }
-  int count = static_cast<int>(flat.size());
-  std::vector<int> counts(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
-  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<double> all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < size; ++r) {
-      offsets[static_cast<std::size_t>(r)] = total;
-      total += counts[static_cast<std::size_t>(r)];
-    }
-    all.resize(static_cast<std::size_t>(total));
-  }
-  MPI_Gatherv(flat.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    result.ops.resize(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) {
-      auto& ops = result.ops[static_cast<std::size_t>(r)];
-      const std::size_t first = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
-      for (int i = 0; i < counts[static_cast<std::size_t>(r)]; i += 2) {
-        ops.push_back({all[first + static_cast<std::size_t>(i)], all[first + static_cast<std::size_t>(i) + 1]});
-      }
-    }
-  }
-  return result;
+  return gather_measured_steps(steps, origins, "cpu", cpu_description());
 }
 
 }  // namespace shardsim::calib

@@ -1,15 +1,12 @@
 #include "calib/executor/cpu_kernels.h"
 
+#include "calib/executor/gemm_work.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace shardsim::calib {
-
-std::int64_t CpuKernels::gemm_repeats(const workloads::Op& op) {
-  const double one = 2.0 * static_cast<double>(op.gemm.m) * static_cast<double>(op.gemm.n) * static_cast<double>(op.gemm.k);
-  return one > 0 ? std::max<std::int64_t>(1, std::llround(op.flops / one)) : 0;
-}
 
 void CpuKernels::run(const workloads::Op& op) {
   if (op.kind != workloads::OpKind::compute) throw std::logic_error("CpuKernels: " + op.name + " is not a compute op");

@@ -29,10 +29,6 @@ class CpuKernels {
   // Runs the work of a compute op (std::logic_error for any other kind).
   void run(const workloads::Op& op);
 
-  // GEMMs of the op's shape an attention or GEMM op runs: FLOPs / (2 m n k),
-  // at least one.
-  static std::int64_t gemm_repeats(const workloads::Op& op);
-
  private:
   struct GemmOperands {
     Eigen::MatrixXf a, b, c;

@@ -4,6 +4,9 @@
 #include "sim/cli/commands.h"
 
 #include "calib/executor/cpu_executor.h"
+#ifdef SHARDSIM_EXECUTOR_WITH_CUDA
+#include "calib/executor/gpu_executor.h"
+#endif
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/job_inputs.h"
@@ -40,6 +43,7 @@ struct ExecOptions {
   int warmup = 3;
   double stall_timeout_seconds = 30;
   std::string fault;  // kill-rank=R,op=N
+  std::string backend = "auto";
   bool json = false;
 };
 
@@ -91,6 +95,25 @@ nlohmann::json measured_section(const calib::MeasuredRun& run) {
           {"shared_clock", run.shared_clock}};
 }
 
+bool gpu_backend_usable() {
+#ifdef SHARDSIM_EXECUTOR_WITH_CUDA
+  return calib::gpu_execution_possible();
+#else
+  return false;
+#endif
+}
+
+calib::MeasuredRun execute(const workloads::Program& program, const calib::ExecutionOptions& execution,
+                           const std::string& backend) {
+  const bool gpu = backend == "gpu" || (backend == "auto" && gpu_backend_usable());
+  if (!gpu) return calib::execute_on_cpu(program, execution);
+#ifdef SHARDSIM_EXECUTOR_WITH_CUDA
+  return calib::execute_on_gpu(program, execution);
+#else
+  throw std::invalid_argument("--backend gpu: this build has no CUDA/NCCL (the toolkit was not found at configure time)");
+#endif
+}
+
 int exec_step(const ExecOptions& options) {
   MpiSession mpi;
   const bool root = mpi.rank() == 0;
@@ -118,12 +141,15 @@ int exec_step(const ExecOptions& options) {
       std::fprintf(stderr, "shardsim exec: %zu ops on %d ranks, %d warm-up + %d measured steps\n",
                    program.total_ops(), program.ranks, options.warmup, options.steps);
     }
-    const calib::MeasuredRun run = calib::execute_on_cpu(program, execution);
+    const calib::MeasuredRun run = execute(program, execution, options.backend);
     if (!root) return 0;
 
     const sim::StepTimeline timeline = sim::measured_timeline(program, run);
-    // Microsecond tolerance: clock reads and the double round trip.
-    const auto violations = sim::timeline_violations(program, timeline, 1'000'000);
+    // Tolerance: clock reads and the double round trip on the CPU (1 us);
+    // on GPUs, each rank's events are put on the host clock through one
+    // event synchronisation per step (50 us).
+    const TimePs tolerance = run.backend == "gpu" ? 50'000'000 : 1'000'000;
+    const auto violations = sim::timeline_violations(program, timeline, tolerance);
     if (!violations.empty()) {
       std::string what = "the measured timeline is inconsistent (an executor bug):";
       for (const auto& v : violations) what += "\n  " + v;
@@ -172,8 +198,10 @@ void add_exec_command(CLI::App& app, int& exit_code) {
   command->footer(
       "Runs the Program `shardsim run` simulates, one MPI process per rank, and writes the\n"
       "measured timeline in the simulator's HDF5 schema (compare them with `shardsim compare`).\n"
-      "Backend: CPU (Eigen GEMMs with the Program's shapes, non-blocking MPI collectives with its\n"
-      "groups and bytes, every dtype in fp32). --scale shrinks the model to fit the machine.\n"
+      "Backends: gpu (cuBLASLt GEMMs, NCCL collectives on their own streams, CUDA events for\n"
+      "dependencies and timing; one process per GPU) and cpu (Eigen GEMMs with the Program's\n"
+      "shapes, non-blocking MPI collectives with its groups and bytes, every dtype in fp32);\n"
+      "auto picks gpu when a GPU is visible. --scale shrinks the model to fit the machine.\n"
       "Example (4 ranks on one machine):\n"
       "  mpirun -np 4 shardsim exec --cluster cpu-4rank --model llama-7b --plan zero3 \\\n"
       "      --scale layers=2,hidden=256,seq=128,micro_batches=2 --h5 measured.h5\n"
@@ -191,6 +219,9 @@ void add_exec_command(CLI::App& app, int& exit_code) {
   command->add_option("--stall-timeout", options->stall_timeout_seconds,
                       "Seconds a collective may stay in flight (or a rank stay stuck) before the run ends")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--backend", options->backend, "gpu, cpu, or auto (gpu when one is visible)")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
   command->add_option("--h5", options->h5, "Write the measured timeline of every rank as HDF5");
   command->add_option("--program", options->program, "Write the Program as JSON");

@@ -1,0 +1,407 @@
+#include "calib/executor/gpu_executor.h"
+
+#include "calib/cuda/lt_gemm.h"
+#include "calib/executor/buffer_pool.h"
+#include "calib/executor/gemm_work.h"
+#include "calib/executor/measured_steps.h"
+#include "calib/executor/run_stop.h"
+#include "calib/probe/mpi_world.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+namespace shardsim::calib {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using workloads::CollectiveOp;
+using workloads::KernelClass;
+using workloads::Op;
+using workloads::OpKind;
+
+// Reads half the bytes and writes the other half, 16 bytes at a time.
+__global__ void stream_bytes_kernel(const float4* in, float4* out, std::size_t count) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const float4 v = in[i];
+    out[i] = make_float4(0.5f * v.x + 1.0f, 0.5f * v.y + 1.0f, 0.5f * v.z + 1.0f, 0.5f * v.w + 1.0f);
+  }
+}
+
+class Event {
+ public:
+  Event() { SHARDSIM_CUDA(cudaEventCreate(&event_)); }
+  ~Event() { cudaEventDestroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  operator cudaEvent_t() const { return event_; }
+
+ private:
+  cudaEvent_t event_{};
+};
+
+double seconds_between(cudaEvent_t from, cudaEvent_t to) {
+  float milliseconds = 0;
+  SHARDSIM_CUDA(cudaEventElapsedTime(&milliseconds, from, to));
+  return milliseconds * 1e-3;
+}
+
+ncclDataType_t nccl_type(const std::string& dtype) {
+  if (dtype == "fp16") return ncclHalf;
+  if (dtype == "fp32") return ncclFloat;
+  return ncclBfloat16;
+}
+
+class GpuRankRun {
+ public:
+  GpuRankRun(const workloads::Program& program, int rank, const ExecutionOptions& options)
+      : program_(program), rank_(rank), ops_(program.program_of(rank).ops), options_(options),
+        memory_([](std::size_t bytes) { return std::make_unique<DeviceBuffer>(bytes); }) {
+    int devices = 0;
+    SHARDSIM_CUDA(cudaGetDeviceCount(&devices));
+    SHARDSIM_CUDA(cudaSetDevice(local_rank() % devices));
+    const std::string dtype = program.description.value("dtype", std::string("bf16"));
+    collective_type_ = nccl_type(dtype);
+    collective_element_bytes_ = dtype == "fp32" ? 4 : 2;
+
+    ncclUniqueId id;
+    if (rank == 0) SHARDSIM_NCCL(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    SHARDSIM_NCCL(ncclCommInitRank(&world_, program.ranks, id, rank));
+    for (const workloads::Communicator& communicator : program.communicators) {
+      const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
+      ncclComm_t comm = nullptr;
+      SHARDSIM_NCCL(ncclCommSplit(world_, group < 0 ? NCCL_SPLIT_NOCOLOR : group, rank, &comm, nullptr));
+      comms_.push_back(comm);
+    }
+
+    streams_.resize(program.streams.size());
+    for (auto& stream : streams_) SHARDSIM_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    SHARDSIM_CUBLAS(cublasLtCreate(&lt_));
+    workspace_ = std::make_unique<DeviceBuffer>(kWorkspaceBytes);
+
+    std::vector<double> stream_bytes(streams_.size(), 0), collective_bytes(streams_.size(), 0);
+    for (const Op& op : ops_) {
+      const auto s = static_cast<std::size_t>(op.stream);
+      if (op.kind == OpKind::collective) collective_bytes[s] = std::max(collective_bytes[s], op.bytes);
+      if (op.kind == OpKind::compute) {
+        if (gemm_repeats(op) > 0 && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
+          gemm_for(op);  // created now: the measured steps run, they do not set up
+        } else {
+          stream_bytes[s] = std::max(stream_bytes[s], op.hbm_bytes);
+        }
+      }
+    }
+    for (std::size_t s = 0; s < streams_.size(); ++s) {
+      buffers_.push_back({std::make_unique<DeviceBuffer>(static_cast<std::size_t>(collective_bytes[s]) + 16),
+                          std::make_unique<DeviceBuffer>(static_cast<std::size_t>(collective_bytes[s]) + 16),
+                          std::make_unique<DeviceBuffer>(static_cast<std::size_t>(stream_bytes[s] / 2) + 16),
+                          std::make_unique<DeviceBuffer>(static_cast<std::size_t>(stream_bytes[s] / 2) + 16)});
+      fill_random(CUDA_R_32F, buffers_.back().send->pointer, static_cast<std::size_t>(collective_bytes[s] / 4) + 4, 7);
+      fill_random(CUDA_R_32F, buffers_.back().in->pointer, static_cast<std::size_t>(stream_bytes[s] / 8) + 4, 8);
+    }
+    const auto& resident = program.program_of(rank).resident_bytes;
+    for (std::size_t c = 0; c < resident.size(); ++c) {
+      if (resident[c] > 0) allocate(static_cast<int>(c), resident[c], "resident memory");
+    }
+    starts_.resize(ops_.size());
+    ends_.resize(ops_.size());
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      starts_[i] = std::make_unique<Event>();
+      ends_[i] = std::make_unique<Event>();
+    }
+    SHARDSIM_CUDA(cudaDeviceSynchronize());
+  }
+
+  ~GpuRankRun() {
+    for (ncclComm_t comm : comms_) {
+      if (comm != nullptr) ncclCommDestroy(comm);
+    }
+    if (world_ != nullptr) ncclCommDestroy(world_);
+    if (lt_ != nullptr) cublasLtDestroy(lt_);
+    for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
+  }
+  GpuRankRun(const GpuRankRun&) = delete;
+  GpuRankRun& operator=(const GpuRankRun&) = delete;
+
+  std::vector<MeasuredOp> step(bool inject_fault, std::int64_t& origin_ns) {
+    SHARDSIM_CUDA(cudaDeviceSynchronize());
+    SHARDSIM_CUDA(cudaEventRecord(step_start_, streams_.front()));
+    SHARDSIM_CUDA(cudaEventSynchronize(step_start_));
+    origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    for (cudaStream_t stream : streams_) SHARDSIM_CUDA(cudaStreamWaitEvent(stream, step_start_, 0));
+    for (std::uint32_t i = 0; i < ops_.size(); ++i) {
+      if (inject_fault && i == options_.fault.op) inject(ops_[i]);
+      enqueue(i);
+    }
+    wait_for_step();
+    std::vector<MeasuredOp> timing(ops_.size());
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      timing[i] = {seconds_between(step_start_, *starts_[i]), seconds_between(step_start_, *ends_[i])};
+    }
+    return timing;
+  }
+
+  std::string device_name() const {
+    int device = 0;
+    SHARDSIM_CUDA(cudaGetDevice(&device));
+    cudaDeviceProp properties{};
+    SHARDSIM_CUDA(cudaGetDeviceProperties(&properties, device));
+    return properties.name;
+  }
+
+ private:
+  static constexpr std::size_t kWorkspaceBytes = 32u << 20;
+
+  struct StreamBuffers {
+    std::unique_ptr<DeviceBuffer> send, receive, in, out;
+  };
+
+  std::string describe(const Op& op) const {
+    std::ostringstream out;
+    out << "'" << op.name << "' (op " << (&op - ops_.data()) << ", " << workloads::to_string(op.kind);
+    if (op.kind == OpKind::collective) {
+      const auto& communicator = program_.communicators[static_cast<std::size_t>(op.communicator)];
+      out << " " << workloads::to_string(op.collective) << " of " << static_cast<long long>(op.bytes)
+          << " bytes on communicator " << communicator.name << ", " << describe_ranks(communicator.group_of(rank_));
+    }
+    out << ")";
+    return out.str();
+  }
+
+  const LtGemm& gemm_for(const Op& op) {
+    const std::string dtype(workloads::to_string(op.dtype));
+    const GemmType* type = find_gemm_type(dtype);
+    if (type == nullptr) {
+      throw std::invalid_argument(describe(op) + ": " + dtype + " GEMMs are not executed on GPUs yet (bf16, fp16)");
+    }
+    const long long batch = op.kernel == KernelClass::attention ? gemm_repeats(op) : 1;
+    const auto key = std::make_tuple(dtype, op.gemm.m, op.gemm.n, op.gemm.k, batch);
+    auto& gemm = gemms_[key];
+    if (!gemm) {
+      gemm = std::make_unique<LtGemm>(lt_, *type, op.gemm.m, op.gemm.n, op.gemm.k, workspace_->pointer, kWorkspaceBytes,
+                                      batch);
+    }
+    return *gemm;
+  }
+
+  void allocate(int category, double bytes, const std::string& what) {
+    try {
+      memory_.allocate(category, bytes);
+    } catch (const std::runtime_error& e) {
+      throw ExecutionError("rank " + std::to_string(rank_) + ": " + what + ": out of GPU memory allocating " +
+                           std::to_string(static_cast<long long>(bytes)) + " bytes (" + e.what() + ")");
+    }
+  }
+
+  void enqueue(std::uint32_t i) {
+    const Op& op = ops_[i];
+    cudaStream_t stream = streams_[static_cast<std::size_t>(op.stream)];
+    for (std::uint32_t dep : op.deps) {
+      if (ops_[dep].stream != op.stream) SHARDSIM_CUDA(cudaStreamWaitEvent(stream, *ends_[dep], 0));
+    }
+    SHARDSIM_CUDA(cudaEventRecord(*starts_[i], stream));
+    switch (op.kind) {
+      case OpKind::compute:
+        if (gemm_repeats(op) > 0 && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
+          const LtGemm& gemm = gemm_for(op);
+          const std::int64_t repeats = op.kernel == KernelClass::gemm ? gemm_repeats(op) : 1;
+          for (std::int64_t r = 0; r < repeats; ++r) gemm.enqueue(stream);
+        } else {
+          const StreamBuffers& b = buffers_[static_cast<std::size_t>(op.stream)];
+          const auto count = static_cast<std::size_t>(op.hbm_bytes / 2 / sizeof(float4));
+          if (count > 0) {
+            stream_bytes_kernel<<<1024, 256, 0, stream>>>(static_cast<const float4*>(b.in->pointer),
+                                                          static_cast<float4*>(b.out->pointer), count);
+            SHARDSIM_CUDA(cudaGetLastError());
+          }
+        }
+        break;
+      case OpKind::memory:
+        if (op.bytes > 0) {
+          allocate(static_cast<int>(op.memory), op.bytes, describe(op));
+        } else {
+          memory_.release(static_cast<int>(op.memory), -op.bytes);
+        }
+        break;
+      case OpKind::collective:
+        enqueue_collective(op, stream);
+        break;
+    }
+    SHARDSIM_CUDA(cudaEventRecord(*ends_[i], stream));
+  }
+
+  void enqueue_collective(const Op& op, cudaStream_t stream) {
+    ncclComm_t comm = comms_[static_cast<std::size_t>(op.communicator)];
+    int size = 1, me = 0;
+    SHARDSIM_NCCL(ncclCommCount(comm, &size));
+    SHARDSIM_NCCL(ncclCommUserRank(comm, &me));
+    const StreamBuffers& b = buffers_[static_cast<std::size_t>(op.stream)];
+    auto* send = static_cast<char*>(b.send->pointer);
+    auto* receive = static_cast<char*>(b.receive->pointer);
+    const std::size_t count = static_cast<std::size_t>(op.bytes) / collective_element_bytes_;
+    const std::size_t chunk = count / static_cast<std::size_t>(size);
+    const std::size_t chunk_bytes = chunk * collective_element_bytes_;
+    const ncclDataType_t type = collective_type_;
+    switch (op.collective) {
+      case CollectiveOp::all_reduce:
+        SHARDSIM_NCCL(ncclAllReduce(send, receive, count, type, ncclSum, comm, stream));
+        break;
+      case CollectiveOp::all_gather:
+        SHARDSIM_NCCL(ncclAllGather(send, receive, chunk, type, comm, stream));
+        break;
+      case CollectiveOp::reduce_scatter:
+        SHARDSIM_NCCL(ncclReduceScatter(send, receive, chunk, type, ncclSum, comm, stream));
+        break;
+      case CollectiveOp::broadcast:
+        SHARDSIM_NCCL(ncclBroadcast(send, receive, count, type, op.root, comm, stream));
+        break;
+      case CollectiveOp::reduce:
+        SHARDSIM_NCCL(ncclReduce(send, receive, count, type, ncclSum, op.root, comm, stream));
+        break;
+      case CollectiveOp::all_to_all:
+        SHARDSIM_NCCL(ncclGroupStart());
+        for (int peer = 0; peer < size; ++peer) {
+          SHARDSIM_NCCL(ncclSend(send + peer * chunk_bytes, chunk, type, peer, comm, stream));
+          SHARDSIM_NCCL(ncclRecv(receive + peer * chunk_bytes, chunk, type, peer, comm, stream));
+        }
+        SHARDSIM_NCCL(ncclGroupEnd());
+        break;
+      case CollectiveOp::send_recv:
+        SHARDSIM_NCCL(ncclGroupStart());
+        SHARDSIM_NCCL(ncclSend(send, count, type, (me + 1) % size, comm, stream));
+        SHARDSIM_NCCL(ncclRecv(receive, count, type, (me + size - 1) % size, comm, stream));
+        SHARDSIM_NCCL(ncclGroupEnd());
+        break;
+    }
+  }
+
+  [[noreturn]] void inject(const Op& op) const {
+    if (options_.fault.kind == ExecutionOptions::Fault::Kind::kill) std::raise(SIGKILL);
+    while (!stop_signal()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    throw ExecutionError(stop_message(rank_) + " while hanging (fault injected) before " + describe(op));
+  }
+
+  // Polls the end events; a step without progress for the stall timeout, an
+  // NCCL error or a stop signal aborts the communicators and throws.
+  void wait_for_step() {
+    std::size_t done = 0;
+    Clock::time_point last_progress = Clock::now();
+    std::vector<char> finished(ops_.size(), 0);
+    while (done < ops_.size()) {
+      bool progressed = false;
+      for (std::size_t i = 0; i < ops_.size(); ++i) {
+        if (finished[i]) continue;
+        const cudaError_t status = cudaEventQuery(*ends_[i]);
+        if (status == cudaSuccess) {
+          finished[i] = 1;
+          ++done;
+          progressed = true;
+        } else if (status != cudaErrorNotReady) {
+          fail("CUDA error " + std::string(cudaGetErrorString(status)) + " in " + describe(ops_[i]));
+        }
+      }
+      if (done == ops_.size()) break;
+      const Clock::time_point now = Clock::now();
+      if (progressed) last_progress = now;
+      for (ncclComm_t comm : comms_) {
+        ncclResult_t error = ncclSuccess;
+        if (comm != nullptr && ncclCommGetAsyncError(comm, &error) == ncclSuccess && error != ncclSuccess) {
+          fail(std::string("NCCL error: ") + ncclGetErrorString(error) + stuck_ops(finished));
+        }
+      }
+      if (stop_signal()) fail(stop_message(rank_) + stuck_ops(finished));
+      if (std::chrono::duration<double>(now - last_progress).count() > options_.stall_timeout_seconds) {
+        fail("no op finished for " + seconds_text(options_.stall_timeout_seconds) +
+             " (a peer died, hangs, or never issued a collective)" + stuck_ops(finished));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  // Each stream's first unfinished op.
+  std::string stuck_ops(const std::vector<char>& finished) const {
+    std::string text;
+    std::vector<char> seen(streams_.size(), 0);
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const auto s = static_cast<std::size_t>(ops_[i].stream);
+      if (finished[i] || seen[s]) continue;
+      seen[s] = 1;
+      text += "\n  stream " + program_.streams[s] + " is at " + describe(ops_[i]);
+    }
+    return text;
+  }
+
+  [[noreturn]] void fail(const std::string& what) {
+    for (ncclComm_t comm : comms_) {
+      if (comm != nullptr) ncclCommAbort(comm);
+    }
+    comms_.clear();
+    if (world_ != nullptr) ncclCommAbort(world_);
+    world_ = nullptr;
+    throw ExecutionError("rank " + std::to_string(rank_) + ": " + what);
+  }
+
+  const workloads::Program& program_;
+  int rank_;
+  const std::vector<Op>& ops_;
+  ExecutionOptions options_;
+  ncclComm_t world_ = nullptr;
+  std::vector<ncclComm_t> comms_;
+  ncclDataType_t collective_type_ = ncclBfloat16;
+  std::size_t collective_element_bytes_ = 2;
+  std::vector<cudaStream_t> streams_;
+  cublasLtHandle_t lt_ = nullptr;
+  std::unique_ptr<DeviceBuffer> workspace_;
+  std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, long long>, std::unique_ptr<LtGemm>> gemms_;
+  std::vector<StreamBuffers> buffers_;
+  BufferPool<std::unique_ptr<DeviceBuffer>> memory_;
+  Event step_start_;
+  std::vector<std::unique_ptr<Event>> starts_, ends_;
+};
+
+}  // namespace
+
+bool gpu_execution_possible() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+MeasuredRun execute_on_gpu(const workloads::Program& program, const ExecutionOptions& options) {
+  check_execution_request(program, options);
+  if (!gpu_execution_possible()) throw std::invalid_argument("--backend gpu: no CUDA device is visible");
+  const int rank = world_rank();
+  StopSignalHandlers signals;
+  std::vector<std::vector<MeasuredOp>> steps;
+  std::vector<std::int64_t> origins;
+  std::string device;
+  try {
+    GpuRankRun run(program, rank, options);
+    device = run.device_name();
+    for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const bool inject = step == options.warmup_steps && rank == options.fault.rank &&
+                          options.fault.kind != ExecutionOptions::Fault::Kind::none;
+      std::int64_t origin = 0;
+      std::vector<MeasuredOp> timing = run.step(inject, origin);
+      if (step >= options.warmup_steps) {
+        steps.push_back(std::move(timing));
+        origins.push_back(origin);
+      }
+    }
+  } catch (const std::runtime_error& e) {
+    if (dynamic_cast<const ExecutionError*>(&e) != nullptr) throw;
+    throw ExecutionError("rank " + std::to_string(rank) + ": " + e.what());  // a failed CUDA/NCCL/cuBLAS call
+  }
+  return gather_measured_steps(steps, origins, "gpu", device);
+}
+
+}  // namespace shardsim::calib

@@ -1,0 +1,98 @@
+#include "calib/executor/measured_steps.h"
+
+#include "calib/probe/mpi_world.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+
+namespace shardsim::calib {
+
+void check_execution_request(const workloads::Program& program, const ExecutionOptions& options) {
+  const int size = world_size();
+  if (size != program.ranks) {
+    throw std::invalid_argument("the program has " + std::to_string(program.ranks) + " ranks but MPI started " +
+                                std::to_string(size) + " processes (mpirun -np " + std::to_string(program.ranks) + ")");
+  }
+  if (options.warmup_steps < 0 || options.measured_steps < 1) {
+    throw std::invalid_argument("at least one measured step and no negative warm-up are needed");
+  }
+  const ExecutionOptions::Fault& fault = options.fault;
+  if (fault.kind != ExecutionOptions::Fault::Kind::none &&
+      (fault.rank < 0 || fault.rank >= size || fault.op >= program.program_of(fault.rank).ops.size())) {
+    throw std::invalid_argument("fault injection: rank " + std::to_string(fault.rank) + " has no op " +
+                                std::to_string(fault.op));
+  }
+  for (const workloads::RankProgram& rank_program : program.programs) {
+    for (const workloads::Op& op : rank_program.ops) {
+      if (op.kind == workloads::OpKind::collective && op.bytes > static_cast<double>(INT_MAX)) {
+        throw std::invalid_argument("op '" + op.name + "' moves " + std::to_string(static_cast<long long>(op.bytes)) +
+                                    " bytes, more than an MPI count holds; shrink the job with --scale");
+      }
+    }
+  }
+}
+
+MeasuredRun gather_measured_steps(const std::vector<std::vector<MeasuredOp>>& steps,
+                                  const std::vector<std::int64_t>& origins_ns, std::string backend, std::string device) {
+  const int rank = world_rank();
+  const int size = world_size();
+  MeasuredRun result;
+  result.backend = std::move(backend);
+  result.device = std::move(device);
+  for (const auto& timing : steps) {
+    double end = 0;
+    for (const MeasuredOp& op : timing) end = std::max(end, op.end_seconds);
+    result.step_seconds.push_back(end);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, result.step_seconds.data(), static_cast<int>(result.step_seconds.size()), MPI_DOUBLE,
+                MPI_MAX, MPI_COMM_WORLD);
+  std::vector<int> order(result.step_seconds.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return result.step_seconds[static_cast<std::size_t>(a)] < result.step_seconds[static_cast<std::size_t>(b)]; });
+  result.reported_step = order[(order.size() - 1) / 2];
+
+  // Gather the reported step's timings at rank 0: two doubles per op, from
+  // the first rank's step start when the ranks share a clock.
+  result.shared_clock = node_count() == 1;
+  const auto reported = static_cast<std::size_t>(result.reported_step);
+  const std::int64_t my_origin = origins_ns[reported];
+  std::int64_t first_origin = 0;
+  MPI_Allreduce(&my_origin, &first_origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  const double shift = result.shared_clock ? static_cast<double>(my_origin - first_origin) * 1e-9 : 0.0;
+  const auto& mine = steps[reported];
+  std::vector<double> flat;
+  for (const MeasuredOp& op : mine) {
+    flat.push_back(op.start_seconds + shift);
+    flat.push_back(op.end_seconds + shift);
+  }
+  int count = static_cast<int>(flat.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<double> all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      offsets[static_cast<std::size_t>(r)] = total;
+      total += counts[static_cast<std::size_t>(r)];
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(flat.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    result.ops.resize(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      auto& ops = result.ops[static_cast<std::size_t>(r)];
+      const std::size_t first = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
+      for (int i = 0; i < counts[static_cast<std::size_t>(r)]; i += 2) {
+        ops.push_back({all[first + static_cast<std::size_t>(i)], all[first + static_cast<std::size_t>(i) + 1]});
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace shardsim::calib
