@@ -19,8 +19,10 @@ job="--cluster cpu-4rank --model llama-7b --plan zero3 --scale layers=2,hidden=2
 timeout 300 mpirun -np 4 "$bin/shardsim-probe" --backend cpu --quick --out raw.json > probe.txt
 "$bin/shardsim" calib fit raw.json --name cpu-4rank-ci -o fitted.json > fit.txt
 "$bin/shardsim" run $job --profile fitted.json --network table --record-ranks all --h5 predicted.h5 > run.txt
-timeout 300 mpirun -np 4 "$bin/shardsim" exec $job --profile fitted.json --steps 3 --warmup 1 --h5 measured.h5 > exec.txt
+timeout 300 mpirun -np 4 "$bin/shardsim" exec $job --profile fitted.json --steps 3 --warmup 1 --h5 measured.h5 \
+  --trace measured-trace.json > exec.txt
 grep -q "measured on CPU" exec.txt
+grep -q '"traceEvents"' measured-trace.json
 "$bin/shardsim" compare predicted.h5 measured.h5 --csv comparison.csv --png timelines.png > compare.txt
 cat compare.txt
 head -1 comparison.csv | grep -q "^section,quantity,predicted_seconds,measured_seconds,relative_error$"

@@ -11,6 +11,7 @@
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/step_table.h"
+#include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
 #include "sim/step/measured_timeline.h"
 #include "sim/step/step_report.h"
@@ -38,6 +39,7 @@ struct ExecOptions {
   JobOptions job;
   std::string profile;  // for MFU's peak; default: the cluster's
   std::string h5;
+  std::string trace;
   std::string program;
   int steps = 10;
   int warmup = 3;
@@ -161,9 +163,14 @@ int exec_step(const ExecOptions& options) {
     summary_json["cluster"] = inputs.cluster.name;
     summary_json["profile"] = profile.name;
     summary_json["measured"] = measured_section(run);
+    std::vector<int> all(static_cast<std::size_t>(program.ranks));
+    for (int r = 0; r < program.ranks; ++r) all[static_cast<std::size_t>(r)] = r;
+    if (!options.trace.empty()) {
+      AtomicOutputFile out(options.trace);
+      sim::write_chrome_trace(out.stream(), program, timeline, all);
+      out.commit();
+    }
     if (!options.h5.empty()) {
-      std::vector<int> all(static_cast<std::size_t>(program.ranks));
-      for (int r = 0; r < program.ranks; ++r) all[static_cast<std::size_t>(r)] = r;
       sim::write_hdf5_timeline(options.h5, program, timeline, all, topology::Cluster(inputs.cluster), summary_json);
     }
     if (options.json) {
@@ -224,6 +231,7 @@ void add_exec_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
   command->add_option("--h5", options->h5, "Write the measured timeline of every rank as HDF5");
+  command->add_option("--trace", options->trace, "Write a Chrome trace (Perfetto) of the measured step, every rank");
   command->add_option("--program", options->program, "Write the Program as JSON");
   command->add_option("--inject-fault", options->fault,
                       "Testing: kill-rank=R,op=N kills rank R at op N of the first measured step; hang-rank=R,op=N "
