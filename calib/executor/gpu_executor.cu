@@ -14,7 +14,6 @@
 #include <csignal>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -166,15 +165,7 @@ class GpuRankRun {
   };
 
   std::string describe(const Op& op) const {
-    std::ostringstream out;
-    out << "'" << op.name << "' (op " << (&op - ops_.data()) << ", " << workloads::to_string(op.kind);
-    if (op.kind == OpKind::collective) {
-      const auto& communicator = program_.communicators[static_cast<std::size_t>(op.communicator)];
-      out << " " << workloads::to_string(op.collective) << " of " << static_cast<long long>(op.bytes)
-          << " bytes on communicator " << communicator.name << ", " << describe_ranks(communicator.group_of(rank_));
-    }
-    out << ")";
-    return out.str();
+    return describe_op(program_, rank_, static_cast<std::uint32_t>(&op - ops_.data()));
   }
 
   const LtGemm& gemm_for(const Op& op) {

@@ -46,6 +46,19 @@ std::string describe_ranks(const std::vector<int>& ranks) {
   return text;
 }
 
+std::string describe_op(const workloads::Program& program, int rank, std::uint32_t index) {
+  const workloads::Op& op = program.program_of(rank).ops[index];
+  std::ostringstream out;
+  out << "'" << op.name << "' (op " << index << ", " << workloads::to_string(op.kind);
+  if (op.kind == workloads::OpKind::collective) {
+    const auto& communicator = program.communicators[static_cast<std::size_t>(op.communicator)];
+    out << " " << workloads::to_string(op.collective) << " of " << static_cast<long long>(op.bytes)
+        << " bytes on communicator " << communicator.name << ", " << describe_ranks(communicator.group_of(rank));
+  }
+  out << ")";
+  return out.str();
+}
+
 std::string seconds_text(double seconds) {
   std::ostringstream out;
   out << seconds << " s";

@@ -4,6 +4,9 @@
 // and stop messages.
 #pragma once
 
+#include "workloads/program.h"
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,10 @@ class StopSignalHandlers {
 // The signal received since the handlers were installed, 0 if none.
 int stop_signal();
 
+// "'mb0.all_gather.layer0' (op 12, collective all_gather of 4096 bytes on
+// communicator parameters, ranks 0-3)": an op of `rank`'s program, for
+// messages.
+std::string describe_op(const workloads::Program& program, int rank, std::uint32_t op);
 // "rank 3: stopped by signal 15 (...)".
 std::string stop_message(int rank);
 // "ranks 0-3", "ranks 0,2,4", "rank 5".
