@@ -199,7 +199,7 @@ TEST_CASE("memory peaks recomputed from a timeline equal the simulator's", "[exe
 
 TEST_CASE("the breakdown of bare intervals, worked by hand", "[execution][breakdown]") {
   // compute [0, 4] s, all-gather [2, 6] s, reduce-scatter [5, 8] s, step ends at 10 s.
-  const auto s = [](double seconds) { return static_cast<TimePs>(seconds * 1e12); };
+  const auto s = picoseconds_from_seconds;
   const auto ag = static_cast<int>(CollectiveOp::all_gather), rs = static_cast<int>(CollectiveOp::reduce_scatter);
   const sim::TimeBreakdown b =
       sim::breakdown_of_intervals({{s(0), s(4), -1}, {s(2), s(6), ag}, {s(5), s(8), rs}}, s(10), 0);

@@ -25,10 +25,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 
 namespace shardsim::cli {
@@ -86,14 +86,13 @@ void parse_fault(const std::string& text, calib::ExecutionOptions& options) {
 }
 
 nlohmann::json measured_section(const calib::MeasuredRun& run) {
-  std::vector<double> sorted = run.step_seconds;
-  std::sort(sorted.begin(), sorted.end());
+  const auto [fastest, slowest] = std::minmax_element(run.step_seconds.begin(), run.step_seconds.end());
   return {{"backend", run.backend},
           {"device", run.device},
           {"step_seconds", run.step_seconds},
           {"reported_step", run.reported_step},
-          {"min_step_seconds", sorted.front()},
-          {"max_step_seconds", sorted.back()},
+          {"min_step_seconds", *fastest},
+          {"max_step_seconds", *slowest},
           {"shared_clock", run.shared_clock}};
 }
 
@@ -150,7 +149,7 @@ int exec_step(const ExecOptions& options) {
     // Tolerance: clock reads and the double round trip on the CPU (1 us);
     // on GPUs, each rank's events are put on the host clock through one
     // event synchronisation per step (50 us).
-    const TimePs tolerance = run.backend == "gpu" ? 50'000'000 : 1'000'000;
+    const TimePs tolerance = picoseconds_from_seconds(run.backend == "gpu" ? 50e-6 : 1e-6);
     const auto violations = sim::timeline_violations(program, timeline, tolerance);
     if (!violations.empty()) {
       std::string what = "the measured timeline is inconsistent (an executor bug):";
@@ -164,7 +163,7 @@ int exec_step(const ExecOptions& options) {
     summary_json["profile"] = profile.name;
     summary_json["measured"] = measured_section(run);
     std::vector<int> all(static_cast<std::size_t>(program.ranks));
-    for (int r = 0; r < program.ranks; ++r) all[static_cast<std::size_t>(r)] = r;
+    std::iota(all.begin(), all.end(), 0);
     if (!options.trace.empty()) {
       AtomicOutputFile out(options.trace);
       sim::write_chrome_trace(out.stream(), program, timeline, all);

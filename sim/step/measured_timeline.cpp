@@ -4,12 +4,11 @@
 #include "sim/step/step_report.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace shardsim::sim {
 
 StepTimeline measured_timeline(const workloads::Program& program, const calib::MeasuredRun& run) {
-  const auto picoseconds = [](double seconds) { return seconds < 0 ? TimePs{-1} : std::llround(seconds * 1e12); };
+  const auto picoseconds = [](double seconds) { return seconds < 0 ? TimePs{-1} : picoseconds_from_seconds(seconds); };
   StepTimeline timeline;
   for (const auto& ops : run.ops) {
     auto& timings = timeline.ops.emplace_back();

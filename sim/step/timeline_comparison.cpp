@@ -7,7 +7,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 
 namespace shardsim::sim {
 
@@ -34,7 +33,6 @@ std::string class_label(const TimelineOpRow& row) {
 }
 
 TimeBreakdown breakdown_of(const std::vector<const TimelineOpRow*>& rows, double step_seconds, int rank) {
-  const auto ps = [](double seconds) { return static_cast<TimePs>(std::llround(seconds * 1e12)); };
   std::vector<ActivityInterval> intervals;
   for (const TimelineOpRow* row : rows) {
     if (row->kind == "memory") continue;
@@ -44,9 +42,9 @@ TimeBreakdown breakdown_of(const std::vector<const TimelineOpRow*>& rows, double
       if (!op) continue;
       what = static_cast<int>(*op);
     }
-    intervals.push_back({ps(row->start_seconds), ps(row->end_seconds), what});
+    intervals.push_back({picoseconds_from_seconds(row->start_seconds), picoseconds_from_seconds(row->end_seconds), what});
   }
-  return breakdown_of_intervals(std::move(intervals), ps(step_seconds), rank);
+  return breakdown_of_intervals(std::move(intervals), picoseconds_from_seconds(step_seconds), rank);
 }
 
 double hidden_fraction(const TimeBreakdown& b) {
