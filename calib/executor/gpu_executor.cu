@@ -111,6 +111,8 @@ class GpuRankRun {
     for (std::size_t c = 0; c < resident.size(); ++c) {
       if (resident[c] > 0) allocate(static_cast<int>(c), resident[c], "resident memory");
     }
+    stream_ops_.resize(streams_.size());
+    for (std::uint32_t i = 0; i < ops_.size(); ++i) stream_ops_[static_cast<std::size_t>(ops_[i].stream)].push_back(i);
     starts_.resize(ops_.size());
     ends_.resize(ops_.size());
     for (std::size_t i = 0; i < ops_.size(); ++i) {
@@ -281,52 +283,53 @@ class GpuRankRun {
     throw ExecutionError(stop_message(rank_) + " while hanging (fault injected) before " + describe(op));
   }
 
-  // Polls the end events; a step without progress for the stall timeout, an
-  // NCCL error or a stop signal aborts the communicators and throws.
+  // Polls each stream's first unfinished op (a stream finishes its ops in
+  // order); a step without progress for the stall timeout, an NCCL error or
+  // a stop signal aborts the communicators and throws.
   void wait_for_step() {
-    std::size_t done = 0;
+    std::vector<std::size_t> head(stream_ops_.size(), 0);
+    const auto all_done = [&] {
+      for (std::size_t s = 0; s < head.size(); ++s) {
+        if (head[s] < stream_ops_[s].size()) return false;
+      }
+      return true;
+    };
     Clock::time_point last_progress = Clock::now();
-    std::vector<char> finished(ops_.size(), 0);
-    while (done < ops_.size()) {
+    while (!all_done()) {
       bool progressed = false;
-      for (std::size_t i = 0; i < ops_.size(); ++i) {
-        if (finished[i]) continue;
-        const cudaError_t status = cudaEventQuery(*ends_[i]);
-        if (status == cudaSuccess) {
-          finished[i] = 1;
-          ++done;
+      for (std::size_t s = 0; s < head.size(); ++s) {
+        while (head[s] < stream_ops_[s].size()) {
+          const std::uint32_t i = stream_ops_[s][head[s]];
+          const cudaError_t status = cudaEventQuery(*ends_[i]);
+          if (status == cudaErrorNotReady) break;
+          if (status != cudaSuccess) fail("CUDA error " + std::string(cudaGetErrorString(status)) + " in " + describe(ops_[i]));
+          ++head[s];
           progressed = true;
-        } else if (status != cudaErrorNotReady) {
-          fail("CUDA error " + std::string(cudaGetErrorString(status)) + " in " + describe(ops_[i]));
         }
       }
-      if (done == ops_.size()) break;
       const Clock::time_point now = Clock::now();
       if (progressed) last_progress = now;
       for (ncclComm_t comm : comms_) {
         ncclResult_t error = ncclSuccess;
         if (comm != nullptr && ncclCommGetAsyncError(comm, &error) == ncclSuccess && error != ncclSuccess) {
-          fail(std::string("NCCL error: ") + ncclGetErrorString(error) + stuck_ops(finished));
+          fail(std::string("NCCL error: ") + ncclGetErrorString(error) + stuck_ops(head));
         }
       }
-      if (stop_signal()) fail(stop_message(rank_) + stuck_ops(finished));
+      if (stop_signal()) fail(stop_message(rank_) + stuck_ops(head));
       if (std::chrono::duration<double>(now - last_progress).count() > options_.stall_timeout_seconds) {
         fail("no op finished for " + seconds_text(options_.stall_timeout_seconds) +
-             " (a peer died, hangs, or never issued a collective)" + stuck_ops(finished));
+             " (a peer died, hangs, or never issued a collective)" + stuck_ops(head));
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
-  // Each stream's first unfinished op.
-  std::string stuck_ops(const std::vector<char>& finished) const {
+  std::string stuck_ops(const std::vector<std::size_t>& head) const {
     std::string text;
-    std::vector<char> seen(streams_.size(), 0);
-    for (std::size_t i = 0; i < ops_.size(); ++i) {
-      const auto s = static_cast<std::size_t>(ops_[i].stream);
-      if (finished[i] || seen[s]) continue;
-      seen[s] = 1;
-      text += "\n  stream " + program_.streams[s] + " is at " + describe(ops_[i]);
+    for (std::size_t s = 0; s < head.size(); ++s) {
+      if (head[s] < stream_ops_[s].size()) {
+        text += "\n  stream " + program_.streams[s] + " is at " + describe(ops_[stream_ops_[s][head[s]]]);
+      }
     }
     return text;
   }
@@ -350,6 +353,7 @@ class GpuRankRun {
   ncclDataType_t collective_type_ = ncclBfloat16;
   std::size_t collective_element_bytes_ = 2;
   std::vector<cudaStream_t> streams_;
+  std::vector<std::vector<std::uint32_t>> stream_ops_;  // op indices per stream, in program order
   cublasLtHandle_t lt_ = nullptr;
   std::unique_ptr<DeviceBuffer> workspace_;
   std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, long long>, std::unique_ptr<LtGemm>> gemms_;
