@@ -151,6 +151,12 @@ int Cluster::leaf_of(NicId nic) const {
   return spec_.fabric.rail_optimized ? rail_of(nic) * leaves_per_plane_ + group : group;
 }
 
+bool Cluster::is_leaf_uplink(LinkId link) const {
+  const Link& l = links_[static_cast<std::size_t>(link)];
+  if (l.bundle) return l.from >= 0;
+  return l.from >= leaf_base_ && l.from < spine_base_ && l.to >= spine_base_;
+}
+
 LinkId Cluster::link_between(int from_vertex, int to_vertex) const {
   const auto [edge, found] = boost::edge(from_vertex, to_vertex, graph_);
   if (!found) {

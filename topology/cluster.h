@@ -97,6 +97,9 @@ class Cluster {
   // Directed physical link between two vertices; throws std::logic_error if none.
   LinkId link_between(int from_vertex, int to_vertex) const;
   LinkId leaf_uplink_bundle(int leaf) const { return uplink_bundle_base_ + leaf; }
+  // A leaf's way up to the spines (a leaf-spine link or an uplink bundle):
+  // every byte that crosses the spine crosses exactly one of them.
+  bool is_leaf_uplink(LinkId link) const;
   LinkId leaf_downlink_bundle(int leaf) const { return uplink_bundle_base_ + leaf_count_ + leaf; }
 
  private:

@@ -1,8 +1,9 @@
 #include "sim/cli/commands.h"
-#include "sim/cli/index_list.h"
 
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
+#include "sim/cli/byte_size.h"
+#include "sim/cli/index_list.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/collective_sweep.h"
 #include "topology/json_input.h"
@@ -36,29 +37,6 @@ struct CollectiveOptions {
   int root = 0;
   std::string csv;
 };
-
-// "8", "64K", "8M", "8G" (binary multiples, as nccl-tests reads -b and -e).
-long long parse_size(const std::string& option, const std::string& text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  std::string suffix = text.substr(digits);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();
-  long long multiplier = 1;
-  if (suffix.size() == 1) {
-    switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
-      case 'K': multiplier = 1LL << 10; break;
-      case 'M': multiplier = 1LL << 20; break;
-      case 'G': multiplier = 1LL << 30; break;
-      case 'T': multiplier = 1LL << 40; break;
-      default: multiplier = 0;
-    }
-  }
-  if (digits == 0 || digits > 15 || multiplier == 0 || suffix.size() > 1) {
-    throw std::invalid_argument(option + ": '" + text + "' is not a size in bytes (examples: 8, 64K, 8M, 8G)");
-  }
-  return std::stoll(text.substr(0, digits)) * multiplier;
-}
 
 sim::GroupLayout make_group(const topology::Cluster& cluster, const std::string& shape, int gpus) {
   const int available = shape == "intra" ? cluster.gpus_per_node() : shape == "inter" ? cluster.nodes()
@@ -101,8 +79,8 @@ int run_collective(const CollectiveOptions& options) {
     ops = {*op};
   }
   sim::CollectiveSweep sweep;
-  sweep.sizes = sim::geometric_sizes(parse_size("--min-bytes", options.min_bytes),
-                                     parse_size("--max-bytes", options.max_bytes), options.step_factor);
+  sweep.sizes = sim::geometric_sizes(parse_byte_size("--min-bytes", options.min_bytes),
+                                     parse_byte_size("--max-bytes", options.max_bytes), options.step_factor);
   const auto type = sim::parse_data_type(options.type);
   if (!type) throw std::invalid_argument("--type: unknown data type '" + options.type + "'");
   sweep.type = *type;

@@ -18,5 +18,6 @@ void add_scenarios_command(CLI::App& app, int& exit_code);
 void add_calib_command(CLI::App& app, int& exit_code);
 void add_exec_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
+void add_search_command(CLI::App& app, int& exit_code);
 
 }  // namespace shardsim::cli

@@ -10,6 +10,7 @@
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/job_inputs.h"
+#include "sim/cli/mpi_session.h"
 #include "sim/cli/step_table.h"
 #include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
@@ -50,27 +51,6 @@ struct ExecOptions {
 };
 
 // MPI for the length of the command; finalised unless the run aborted.
-class MpiSession {
- public:
-  MpiSession() {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    if (provided < MPI_THREAD_FUNNELED) {
-      throw std::runtime_error("the MPI library does not provide MPI_THREAD_FUNNELED");
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  }
-  ~MpiSession() { MPI_Finalize(); }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
- private:
-  int rank_ = 0, size_ = 1;
-};
-
 void parse_fault(const std::string& text, calib::ExecutionOptions& options) {
   char kind[8] = {};
   int rank = -1;
@@ -116,7 +96,7 @@ calib::MeasuredRun execute(const workloads::Program& program, const calib::Execu
 }
 
 int exec_step(const ExecOptions& options) {
-  MpiSession mpi;
+  MpiSession mpi(MPI_THREAD_FUNNELED);
   const bool root = mpi.rank() == 0;
   try {
     JobOptions job = options.job;

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   shardsim::cli::add_run_command(app, exit_code);
+  shardsim::cli::add_search_command(app, exit_code);
   shardsim::cli::add_scenarios_command(app, exit_code);
   shardsim::cli::add_collective_command(app, exit_code);
   shardsim::cli::add_memory_command(app, exit_code);

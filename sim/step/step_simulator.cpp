@@ -88,11 +88,12 @@ struct GroupCalls {
   std::deque<Instance> instances;
 };
 
-// NCCL's choice for one group and call shape, and the plans it has needed.
-struct GroupAlgorithms {
-  std::unique_ptr<GroupLayout> layout;
-  std::unique_ptr<AlgorithmChooser> chooser;
-  std::map<std::pair<Algorithm, Protocol>, std::shared_ptr<const TransferPlan>> plans;
+// A communicator's groups told apart by how their GPUs sit on the cluster
+// (GPUs per node, leaf blocks): one representative of each kind and how many
+// groups are like it. The mirror estimate costs a call by its slowest kind.
+struct GroupKinds {
+  std::vector<std::vector<topology::GpuId>> representatives;
+  std::vector<int> counts;
 };
 
 class StepSimulation {
@@ -105,7 +106,9 @@ class StepSimulation {
         profile_(profile),
         options_(options),
         capacity_(cluster.spec().node.gpu_memory_bytes),
-        slowdown_(profile.compute.interference_slowdown) {
+        slowdown_(profile.compute.interference_slowdown),
+        own_choices_(options.choices ? nullptr : std::make_unique<CollectiveChoices>(cluster, router, profile)),
+        choices_(options.choices ? *options.choices : *own_choices_) {
     if (options.network == NetworkMode::flow) {
       network_ = std::make_unique<FlowNetwork>(engine_, achievable_link_capacities(cluster, profile));
     }
@@ -123,7 +126,11 @@ class StepSimulation {
   void land(int communicator, int group, std::uint64_t call);
   void set_moving(int rank, int delta);
   void schedule_kernel(int rank, int stream, RunningKernel& kernel);
-  GroupAlgorithms& algorithms(int communicator, int group, const Instance& instance);
+  CollectiveChoices::Group& choices(int communicator, int group, const Instance& instance);
+  std::vector<topology::GpuId> gpus_of(const std::vector<int>& ranks) const;
+  const GroupKinds& group_kinds(int communicator);
+  void launch_mirrored(const Op& op, std::uint32_t index);
+  void check_options() const;
 
   const Op& op_of(int rank, std::uint32_t op) const {
     return program_.programs[static_cast<std::size_t>(ranks_[static_cast<std::size_t>(rank)].program)].ops[op];
@@ -139,13 +146,16 @@ class StepSimulation {
   const StepSimulationOptions& options_;
   double capacity_;
   double slowdown_;
+  std::unique_ptr<CollectiveChoices> own_choices_;
+  CollectiveChoices& choices_;
 
   EventEngine engine_;
   std::unique_ptr<FlowNetwork> network_;
   std::vector<ProgramIndex> indexes_;
   std::vector<RankState> ranks_;
   std::vector<std::vector<GroupCalls>> calls_;  // [communicator][group]
-  std::map<std::tuple<int, int, CollectiveOp, int>, GroupAlgorithms> algorithms_;
+  std::map<std::tuple<int, int, CollectiveOp, int>, CollectiveChoices::Group*> groups_;
+  std::map<int, GroupKinds> group_kinds_;  // mirror mode, by communicator
   std::vector<std::pair<int, int>> ready_;  // (rank, stream) to look at
   StepTimeline timeline_;
   bool stopped_ = false;
@@ -159,6 +169,7 @@ StepTimeline StepSimulation::run() {
     throw InputError("the program has " + std::to_string(program_.ranks) + " ranks but cluster " +
                      cluster_.spec().name + " has " + std::to_string(cluster_.gpu_count()) + " GPUs");
   }
+  check_options();
   const std::size_t streams = program_.streams.size();
   for (const RankProgram& rank_program : program_.programs) {
     indexes_.push_back(index_program(rank_program, streams, profile_));
@@ -167,10 +178,11 @@ StepTimeline StepSimulation::run() {
   for (std::size_t c = 0; c < program_.communicators.size(); ++c) {
     calls_[c].resize(program_.communicators[c].groups.size());
   }
-  ranks_.resize(static_cast<std::size_t>(program_.ranks));
+  const int played = options_.mirror_ranks ? 1 : program_.ranks;
+  ranks_.resize(static_cast<std::size_t>(played));
   timeline_.ops.resize(ranks_.size());
   timeline_.peak_memory.resize(ranks_.size());
-  for (int rank = 0; rank < program_.ranks; ++rank) {
+  for (int rank = 0; rank < played; ++rank) {
     RankState& state = ranks_[static_cast<std::size_t>(rank)];
     state.program = program_.program_of_rank[static_cast<std::size_t>(rank)];
     const RankProgram& rank_program = program_.program_of(rank);
@@ -196,7 +208,7 @@ StepTimeline StepSimulation::run() {
   while (!stopped_ && engine_.step()) {
   }
   if (!stopped_ && finished_ != total_ops_) {
-    for (int rank = 0; rank < program_.ranks; ++rank) {
+    for (int rank = 0; rank < played; ++rank) {
       const auto& ops = timeline_.ops[static_cast<std::size_t>(rank)];
       for (std::size_t i = 0; i < ops.size(); ++i) {
         if (ops[i].end < 0) {
@@ -210,7 +222,12 @@ StepTimeline StepSimulation::run() {
   for (const auto& ops : timeline_.ops) {
     for (const OpTiming& timing : ops) timeline_.step_time = std::max(timeline_.step_time, timing.end);
   }
-  if (network_) timeline_.link_bytes = network_->link_bytes();
+  if (network_) {
+    timeline_.link_bytes = network_->link_bytes();
+    for (std::size_t link = 0; link < timeline_.link_bytes.size(); ++link) {
+      if (cluster_.is_leaf_uplink(static_cast<topology::LinkId>(link))) timeline_.spine_bytes += timeline_.link_bytes[link];
+    }
+  }
   timeline_.events = engine_.fired();
   return std::move(timeline_);
 }
@@ -326,6 +343,10 @@ void StepSimulation::finish(int rank, std::uint32_t index) {
 
 void StepSimulation::arrive(int rank, std::uint32_t index) {
   const Op& op = op_of(rank, index);
+  if (options_.mirror_ranks) {
+    launch_mirrored(op, index);
+    return;
+  }
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const auto& communicator = program_.communicators[static_cast<std::size_t>(op.communicator)];
   const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
@@ -345,15 +366,89 @@ void StepSimulation::arrive(int rank, std::uint32_t index) {
   if (++instance.arrived == communicator.group_size()) launch(op.communicator, group, call);
 }
 
-GroupAlgorithms& StepSimulation::algorithms(int communicator, int group, const Instance& instance) {
-  auto& entry = algorithms_[{communicator, group, instance.kind, instance.root}];
-  if (!entry.chooser) {
-    const auto& ranks = program_.communicators[static_cast<std::size_t>(communicator)].groups[static_cast<std::size_t>(group)];
-    entry.layout = std::make_unique<GroupLayout>(make_group_layout(cluster_, {ranks.begin(), ranks.end()}));
-    const CollectiveContext context{cluster_, router_, profile_, *entry.layout};
-    entry.chooser = std::make_unique<AlgorithmChooser>(context, CollectiveCall{instance.kind, instance.root});
+void StepSimulation::check_options() const {
+  if (!options_.gpu_of_rank.empty()) {
+    if (options_.gpu_of_rank.size() != static_cast<std::size_t>(program_.ranks)) {
+      throw std::invalid_argument("gpu_of_rank lists " + std::to_string(options_.gpu_of_rank.size()) +
+                                  " GPUs for a program of " + std::to_string(program_.ranks) + " ranks");
+    }
   }
-  return entry;
+  if (options_.mirror_ranks) {
+    if (options_.network == NetworkMode::flow) {
+      throw std::invalid_argument("mirror_ranks needs the analytical or table network: flows need every rank");
+    }
+    if (program_.programs.size() != 1) {
+      throw std::invalid_argument("mirror_ranks needs every rank to run the same op list");
+    }
+  }
+}
+
+std::vector<topology::GpuId> StepSimulation::gpus_of(const std::vector<int>& ranks) const {
+  if (options_.gpu_of_rank.empty()) return {ranks.begin(), ranks.end()};
+  std::vector<topology::GpuId> gpus;
+  gpus.reserve(ranks.size());
+  for (int rank : ranks) gpus.push_back(options_.gpu_of_rank[static_cast<std::size_t>(rank)]);
+  return gpus;
+}
+
+CollectiveChoices::Group& StepSimulation::choices(int communicator, int group, const Instance& instance) {
+  auto& entry = groups_[{communicator, group, instance.kind, instance.root}];
+  if (!entry) {
+    const auto& ranks = program_.communicators[static_cast<std::size_t>(communicator)].groups[static_cast<std::size_t>(group)];
+    entry = &choices_.group(gpus_of(ranks), CollectiveCall{instance.kind, instance.root});
+  }
+  return *entry;
+}
+
+const GroupKinds& StepSimulation::group_kinds(int communicator) {
+  auto [it, added] = group_kinds_.try_emplace(communicator);
+  if (!added) return it->second;
+  using Shape = std::pair<std::vector<int>, int>;  // GPUs per node (sorted), leaf blocks
+  std::map<Shape, std::size_t> kind_of_shape;
+  for (const auto& ranks : program_.communicators[static_cast<std::size_t>(communicator)].groups) {
+    auto gpus = gpus_of(ranks);
+    std::map<int, int> per_node;
+    std::map<int, int> blocks;
+    for (topology::GpuId gpu : gpus) {
+      const int node = cluster_.node_of(gpu);
+      ++per_node[node];
+      ++blocks[node / cluster_.spec().fabric.nodes_per_leaf];
+    }
+    Shape shape{{}, static_cast<int>(blocks.size())};
+    for (const auto& [node, count] : per_node) shape.first.push_back(count);
+    std::sort(shape.first.begin(), shape.first.end());
+    const auto [kind, is_new] = kind_of_shape.try_emplace(std::move(shape), it->second.representatives.size());
+    if (is_new) {
+      it->second.representatives.push_back(std::move(gpus));
+      it->second.counts.push_back(0);
+    }
+    ++it->second.counts[kind->second];
+  }
+  return it->second;
+}
+
+void StepSimulation::launch_mirrored(const Op& op, std::uint32_t index) {
+  ++timeline_.collectives;
+  set_moving(0, +1);
+  const GroupKinds& kinds = group_kinds(op.communicator);
+  double seconds = 0;
+  if (program_.communicators[static_cast<std::size_t>(op.communicator)].group_size() > 1 && op.bytes > 0) {
+    for (std::size_t k = 0; k < kinds.representatives.size(); ++k) {
+      CollectiveChoices::Group& group = choices_.group(kinds.representatives[k], CollectiveCall{op.collective, op.root});
+      const AlgorithmCandidate& choice = group.choose(op.bytes);
+      const double measured = options_.network == NetworkMode::table
+                                  ? measured_collective_seconds(profile_, op.collective, group.layout().size(),
+                                                                group.layout().node_count(), op.bytes)
+                                  : -1.0;
+      seconds = std::max(seconds, measured >= 0 ? measured : choice.cost.seconds(op.bytes));
+      timeline_.spine_bytes += kinds.counts[k] * group.spine_bytes_per_byte(choice) * op.bytes;
+    }
+  }
+  engine_.schedule_after(picoseconds_from_seconds(seconds), [this, index] {
+    set_moving(0, -1);
+    finish(0, index);
+    drain();
+  });
 }
 
 void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
@@ -365,26 +460,20 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
     engine_.schedule_after(0, [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
-  GroupAlgorithms& chosen = algorithms(communicator, group, instance);
-  const AlgorithmCandidate& choice = chosen.chooser->choose(instance.bytes);
+  CollectiveChoices::Group& chosen = choices(communicator, group, instance);
+  const AlgorithmCandidate& choice = chosen.choose(instance.bytes);
   if (!network_) {
     const double measured =
         options_.network == NetworkMode::table
-            ? measured_collective_seconds(profile_, instance.kind, chosen.layout->size(), chosen.layout->node_count(),
+            ? measured_collective_seconds(profile_, instance.kind, chosen.layout().size(), chosen.layout().node_count(),
                                           instance.bytes)
             : -1.0;
+    timeline_.spine_bytes += chosen.spine_bytes_per_byte(choice) * instance.bytes;
     engine_.schedule_after(picoseconds_from_seconds(measured >= 0 ? measured : choice.cost.seconds(instance.bytes)),
                            [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
-  auto& plan = chosen.plans[{choice.algorithm, choice.protocol}];
-  if (!plan) {
-    const CollectiveContext context{cluster_, router_, profile_, *chosen.layout};
-    plan = std::make_shared<const TransferPlan>(collective_algorithm(choice.algorithm)
-                                                    .plan(context, CollectiveCall{instance.kind, instance.root},
-                                                          choice.protocol));
-  }
-  run_transfer_plan(engine_, *network_, plan, instance.bytes,
+  run_transfer_plan(engine_, *network_, chosen.plan(choice), instance.bytes,
                     [this, communicator, group, call] { land(communicator, group, call); });
 }
 

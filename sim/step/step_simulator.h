@@ -1,7 +1,8 @@
 // simulate_step: plays a Program on a modelled cluster and returns the
 // predicted Timeline (DESIGN.md, "Models inside the simulator").
 //
-// Every rank is simulated. Rank r runs on GPU r of the cluster. Per rank:
+// Every rank is simulated, rank r on GPU options.gpu_of_rank[r] (GPU r when
+// empty; topology/placement.h makes these). Per rank:
 //   - each stream runs its ops in program order, one at a time; an op starts
 //     once it is at the head of its stream and every op it depends on has
 //     ended (CUDA streams and events);
@@ -19,10 +20,18 @@
 //     program's resident bytes. The first allocation past the GPU's capacity
 //     stops the simulation: the Timeline reports where and with what
 //     breakdown instead of simulating past it.
+//
+// mirror_ranks is the search's fast estimate: only rank 0 is played, and
+// every peer is taken to mirror it, so a collective starts as soon as rank 0
+// issues it and takes the analytical (or table) time of the slowest group of
+// its communicator, groups told apart by how their GPUs sit on nodes and
+// leaves. For a data-parallel Program on congruent groups it equals the
+// analytical mode, rank 0's timeline, at a thousandth of the work on 1024 ranks.
 #pragma once
 
 #include "calib/profile.h"
 #include "sim/collective_runner.h"
+#include "sim/step/collective_choices.h"
 #include "topology/cluster.h"
 #include "topology/routing.h"
 #include "workloads/program.h"
@@ -65,16 +74,24 @@ struct StepTimeline {
   std::vector<double> link_bytes;  // per LinkId (flow mode)
   std::uint64_t events = 0;
   std::uint64_t collectives = 0;   // collective calls (one per group instance)
+  double spine_bytes = 0;          // bytes that crossed from a leaf up to the spines
 };
 
 struct StepSimulationOptions {
   NetworkMode network = NetworkMode::flow;
   // Called about a hundred times over a run, for a progress bar.
   std::function<void(double fraction_done)> on_progress;
+  std::vector<topology::GpuId> gpu_of_rank;  // empty: rank r on GPU r
+  bool mirror_ranks = false;                 // analytical or table network only
+  // Shared across runs on one cluster and profile (a search); a private
+  // one is used when null.
+  CollectiveChoices* choices = nullptr;
 };
 
 // Throws InputError when the Program has more ranks than the cluster has GPUs
-// or the profile lacks a dtype the Program uses.
+// or the profile lacks a dtype the Program uses; std::invalid_argument for a
+// gpu_of_rank of the wrong size, or mirror_ranks on the flow network or on a
+// Program whose ranks run different op lists.
 StepTimeline simulate_step(const workloads::Program& program, const topology::Cluster& cluster,
                            const topology::Router& router, const calib::Profile& profile,
                            const StepSimulationOptions& options = {});

@@ -1,0 +1,55 @@
+// CollectiveChoices: for calls on one set of GPUs, NCCL's choice of algorithm
+// and protocol (selection.h), the transfer plans the choices need, and how
+// many bytes each plan sends across the spine. Built on first use and kept,
+// keyed by the GPUs and the call: a search that compiles hundreds of plans
+// over the same groups builds each choice once.
+#pragma once
+
+#include "calib/profile.h"
+#include "sim/collectives/group.h"
+#include "sim/collectives/selection.h"
+#include "sim/collectives/transfer_plan.h"
+#include "topology/cluster.h"
+#include "topology/routing.h"
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+namespace shardsim::sim {
+
+class CollectiveChoices {
+ public:
+  CollectiveChoices(const topology::Cluster& cluster, const topology::Router& router, const calib::Profile& profile);
+
+  // Calls of one kind (and root) on one group of GPUs, in rank order.
+  class Group {
+   public:
+    const GroupLayout& layout() const { return *layout_; }
+    const AlgorithmCandidate& choose(double bytes) const { return chooser_->choose(bytes); }
+    std::shared_ptr<const TransferPlan> plan(const AlgorithmCandidate& choice);
+    // Bytes crossing the spine (leaf uplinks) per byte of the call's buffer.
+    double spine_bytes_per_byte(const AlgorithmCandidate& choice);
+
+   private:
+    friend class CollectiveChoices;
+    const CollectiveChoices* owner_ = nullptr;
+    CollectiveCall call_;
+    std::unique_ptr<GroupLayout> layout_;
+    std::unique_ptr<AlgorithmChooser> chooser_;
+    std::map<std::pair<Algorithm, Protocol>, std::shared_ptr<const TransferPlan>> plans_;
+    std::map<std::pair<Algorithm, Protocol>, double> spine_;
+  };
+
+  // Throws like make_group_layout() and AlgorithmChooser.
+  Group& group(const std::vector<topology::GpuId>& gpus, const CollectiveCall& call);
+
+ private:
+  const topology::Cluster& cluster_;
+  const topology::Router& router_;
+  const calib::Profile& profile_;
+  std::map<std::tuple<std::vector<topology::GpuId>, CollectiveOp, int>, Group> groups_;
+};
+
+}  // namespace shardsim::sim
