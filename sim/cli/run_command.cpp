@@ -6,11 +6,13 @@
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/step_table.h"
+#include "sim/search/plan_space.h"
 #include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
 #include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
 #include "topology/cluster.h"
+#include "topology/placement.h"
 #include "topology/routing.h"
 #include "workloads/step_compiler.h"
 
@@ -30,6 +32,7 @@ struct RunOptions {
   JobOptions job;
   std::string profile;  // default: the cluster's
   std::string network = "flow";
+  std::string placement = "consecutive";
   std::string record_ranks;  // default: the first node's ranks
   std::string trace;
   std::string h5;
@@ -76,6 +79,9 @@ int run_step(const RunOptions& options) {
   }
   sim::StepSimulationOptions simulation;
   simulation.network = sim::parse_network_mode(options.network);
+  simulation.gpu_of_rank = topology::place_ranks(cluster, step.data_parallel, topology::parse_placement_policy(options.placement),
+                                                 sim::placement_group_ranks(step.plan, inputs.factors, step.data_parallel))
+                               .gpu_of_rank;
   auto progress = std::make_shared<ProgressBar>("simulating " + std::to_string(program.total_ops()) + " ops", 100);
   std::size_t shown = 0;
   simulation.on_progress = [&](double fraction) {
@@ -128,6 +134,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"flow", "analytical", "table"}))
       ->capture_default_str();
   add_plan_variant_options(*command, options->job);
+  command->add_option("--placement", options->placement,
+                      "Which GPUs the ranks get: consecutive, leaf-aware (sharding groups under few leaf switches) "
+                      "or scattered (a fragmented allocation)")
+      ->check(CLI::IsMember({"consecutive", "leaf-aware", "scattered"}))
+      ->capture_default_str();
   command->add_option("--rank", options->breakdown_rank, "Rank whose time breakdown is shown")->capture_default_str();
   command->add_option("--record-ranks", options->record_ranks, "Ranks written to --trace/--h5: list (0,3,8-15) or all");
   command->add_option("--trace", options->trace, "Write a Chrome trace (Perfetto) of the recorded ranks");

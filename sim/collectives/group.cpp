@@ -24,6 +24,7 @@ bool GroupLayout::uniform() const {
 GroupLayout make_group_layout(const Cluster& cluster, std::vector<GpuId> ranks) {
   if (ranks.empty()) throw std::invalid_argument("a group needs at least one GPU");
   std::map<int, std::vector<GpuId>> by_node;
+  std::vector<int> node_order;  // as the ranks first reach them
   std::vector<char> seen(static_cast<std::size_t>(cluster.gpu_count()), 0);
   for (GpuId gpu : ranks) {
     if (gpu < 0 || gpu >= cluster.gpu_count()) {
@@ -33,11 +34,14 @@ GroupLayout make_group_layout(const Cluster& cluster, std::vector<GpuId> ranks) 
     if (seen[static_cast<std::size_t>(gpu)]++) {
       throw std::invalid_argument("GPU " + std::to_string(gpu) + " appears twice in the group");
     }
-    by_node[cluster.node_of(gpu)].push_back(gpu);
+    auto& on_node = by_node[cluster.node_of(gpu)];
+    if (on_node.empty()) node_order.push_back(cluster.node_of(gpu));
+    on_node.push_back(gpu);
   }
   GroupLayout layout;
   layout.ranks = std::move(ranks);
-  for (auto& [node, gpus] : by_node) {
+  for (int node : node_order) {
+    auto& gpus = by_node[node];
     std::sort(gpus.begin(), gpus.end());
     layout.nodes.push_back(node);
     layout.gpus_by_node.push_back(std::move(gpus));

@@ -8,6 +8,10 @@
 // GPUs starting with a GPU attached to that NIC (the entry) and, where the
 // NIC has another attached GPU, ending on it (the exit); otherwise the exit
 // hands its data to the entry over NVLink (PXN).
+//
+// Nodes come in the order the ranks first reach them: NCCL builds the
+// inter-node ring in rank order, so a placement that interleaves leaf
+// switches makes every ring hop cross the spine.
 #pragma once
 
 #include "topology/cluster.h"
@@ -22,7 +26,7 @@ using topology::NicId;
 
 struct GroupLayout {
   std::vector<GpuId> ranks;                       // rank -> GPU
-  std::vector<int> nodes;                         // distinct nodes, ascending
+  std::vector<int> nodes;                         // distinct nodes, as the ranks first reach them
   std::vector<std::vector<GpuId>> gpus_by_node;   // per entry of `nodes`, local-index order
 
   int size() const { return static_cast<int>(ranks.size()); }

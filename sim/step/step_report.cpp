@@ -153,6 +153,7 @@ nlohmann::json summary_to_json(const workloads::Program& program, const StepTime
     return out;
   }
   out["step_seconds"] = summary.step_seconds;
+  out["spine_bytes"] = timeline.spine_bytes;
   out["mfu"] = summary.mfu;
   out["tokens_per_gpu_per_second"] = summary.tokens_per_gpu_per_second;
   out["peak_flops_per_gpu"] = summary.peak_flops_per_gpu;
