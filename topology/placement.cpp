@@ -95,11 +95,11 @@ std::vector<int> job_nodes(const Cluster& cluster, int nodes, PlacementPolicy po
 Placement place_ranks(const Cluster& cluster, int ranks, PlacementPolicy policy, int group_ranks) {
   const int per_node = cluster.gpus_per_node();
   if (ranks < 1 || ranks > cluster.gpu_count()) {
-    throw std::invalid_argument(std::to_string(ranks) + " ranks: cluster " + cluster.spec().name + " has 1 to " +
+    throw std::invalid_argument(std::to_string(ranks) + " GPUs: cluster " + cluster.spec().name + " has 1 to " +
                                 std::to_string(cluster.gpu_count()) + " GPUs");
   }
   if (ranks > per_node && ranks % per_node != 0) {
-    throw std::invalid_argument(std::to_string(ranks) + " ranks: a job larger than one node takes whole nodes of " +
+    throw std::invalid_argument(std::to_string(ranks) + " GPUs: a job larger than one node takes whole nodes of " +
                                 std::to_string(per_node) + " GPUs");
   }
   Placement placement;

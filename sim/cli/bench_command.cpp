@@ -85,6 +85,12 @@ int run_bench(const std::string& cluster, int repeat) {
        {"run", "--cluster", cluster, "--model", "llama-30b", "--plan", "amsp-llama30b", "--training",
         "seq4096-mbs1-4m-tokens-full-recompute"},
        "<= 1 s, <= 2 GiB"},
+      {"full plan search, LLaMA-7B on all 1024 GPUs of " + cluster,
+       {"search", "--cluster", cluster, "--model", "llama-7b"},
+       "< 60 s"},
+      {"full plan search, LLaMA-30B on all 1024 GPUs of " + cluster,
+       {"search", "--cluster", cluster, "--model", "llama-30b"},
+       "< 60 s"},
   };
   std::printf("# shardsim bench: whole process per case, best wall time of %d runs, peak RSS\n", repeat);
   std::printf("%-72s %10s %14s  %s\n", "case", "wall (s)", "peak RSS (MiB)", "target");

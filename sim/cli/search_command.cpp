@@ -160,6 +160,11 @@ int search(const SearchOptions& options, int rank, int processes) {
       MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     };
   }
+  try {
+    topology::place_ranks(cluster, gpus, topology::PlacementPolicy::consecutive);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--gpus: ") + e.what());
+  }
   BarProgress progress;
   const sim::SearchResult result = planner.run(request, share, root ? &progress : nullptr);
   if (!root) return result.ranked.empty() ? 1 : 0;

@@ -1,0 +1,46 @@
+#!/bin/sh
+# shardsim search as a user runs it, on a 2-node cluster and a shrunk model:
+# the table, CSV and HDF5 come out; under `mpirun --oversubscribe -np 2` the
+# output and the CSV equal the serial run's byte for byte; a memory limit
+# below every plan says "nothing fits" with the smallest plan's breakdown
+# and exits 1; GPU counts the cluster cannot hold exit 2 with the reason.
+set -eu
+bin=$1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cd "$out"
+search="$bin/shardsim search --cluster dgx-a100-2node --model llama-7b --training seq4096-mbs1-4m-tokens"
+small="--micro-batch-sizes 1,2 --recompute none,full --buckets 1e9 --simulate 4"
+
+$search --gpus 16 $small --csv serial.csv --h5 serial.h5 --explain 1 > serial.txt
+grep -q "^# shardsim search: llama-7b" serial.txt
+grep -q "^   1  " serial.txt
+grep -q "^# Pareto front" serial.txt
+grep -q "^# explain rank 1" serial.txt
+test "$(head -1 serial.csv | cut -d, -f1-3)" = "index,plan,system"
+test -s serial.h5
+
+timeout 300 mpirun --oversubscribe -np 2 $search --gpus 16 $small --csv mpi.csv --h5 mpi.h5 --explain 1 > mpi.txt
+cmp serial.txt mpi.txt
+cmp serial.csv mpi.csv
+
+$search --gpus 16 $small --json > ranked.json
+grep -q '"ranked"' ranked.json
+
+code=0
+$search --gpus 16 $small --mem-limit 1GiB --csv none.csv > none.txt || code=$?
+test "$code" = 1
+grep -q "nothing fits" none.txt
+grep -q "optimizer_states" none.txt
+test -s none.csv
+
+for gpus in 12 24; do
+  code=0
+  $search --gpus $gpus $small > bad.txt 2> bad.err || code=$?
+  test "$code" = 2
+  test -s bad.err
+  cat bad.err
+done
+grep -q "whole nodes\|1 to 16 GPUs" bad.err
+echo "search CLI: serial and MPI outputs identical, exit codes 1 and 2 as documented"
