@@ -4,6 +4,16 @@
 
 namespace shardsim::workloads {
 
+std::vector<std::pair<const char*, double>> memory_components(const MemoryBreakdown& memory) {
+  return {{"parameters", memory.parameters},
+          {"secondary_parameters", memory.secondary_parameters},
+          {"gradients", memory.gradients},
+          {"optimizer_states", memory.optimizer_states},
+          {"activations", memory.activations},
+          {"gathered_parameters", memory.gathered_parameters},
+          {"communication_buffers", memory.communication_buffers}};
+}
+
 namespace {
 
 // Parameters of the largest module pair alive at once while f_P > 1: the

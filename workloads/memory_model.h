@@ -17,6 +17,9 @@
 #include "workloads/plan.h"
 #include "workloads/training.h"
 
+#include <utility>
+#include <vector>
+
 namespace shardsim::workloads {
 
 // Bytes per parameter of each model state under mixed-precision Adam.
@@ -34,6 +37,9 @@ struct MemoryBreakdown {
   double model_states() const { return parameters + secondary_parameters + gradients + optimizer_states; }
   double total() const { return model_states() + activations + gathered_parameters + communication_buffers; }
 };
+
+// The parts by name (memory categories' names), in the order reports list them.
+std::vector<std::pair<const char*, double>> memory_components(const MemoryBreakdown& memory);
 
 MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& training, const Plan& plan,
                                 const ShardingFactors& factors, int data_parallel);

@@ -36,15 +36,7 @@ int run_memory(const MemoryOptions& options) {
   const double capacity = cluster.node.gpu_memory_bytes;
   const bool fits = memory.total() <= capacity;
 
-  const std::vector<std::pair<const char*, double>> parts = {
-      {"parameters", memory.parameters},
-      {"secondary_parameters", memory.secondary_parameters},
-      {"gradients", memory.gradients},
-      {"optimizer_states", memory.optimizer_states},
-      {"activations", memory.activations},
-      {"gathered_parameters", memory.gathered_parameters},
-      {"communication_buffers", memory.communication_buffers},
-  };
+  const auto parts = memory_components(memory);
   if (options.json) {
     nlohmann::json out = {{"cluster", cluster.name},     {"model", model.name},
                           {"parameters", parameters},    {"plan", plan.name},

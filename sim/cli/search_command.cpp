@@ -13,6 +13,7 @@
 #include "sim/search/plan_search.h"
 #include "sim/search/search_output.h"
 #include "topology/json_input.h"
+#include "workloads/memory_model.h"
 #include "workloads/step_compiler.h"
 
 #include <CLI/CLI.hpp>
@@ -120,18 +121,11 @@ class BarProgress : public sim::SearchProgress {
   std::unique_ptr<ProgressBar> bar_;
 };
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 void print_memory(const workloads::MemoryBreakdown& memory) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  const std::vector<std::pair<const char*, double>> parts = {
-      {"parameters", memory.parameters},
-      {"secondary_parameters", memory.secondary_parameters},
-      {"gradients", memory.gradients},
-      {"optimizer_states", memory.optimizer_states},
-      {"activations", memory.activations},
-      {"gathered_parameters", memory.gathered_parameters},
-      {"communication_buffers", memory.communication_buffers},
-      {"total", memory.total()}};
-  for (const auto& [name, bytes] : parts) std::printf("  %-24s %10.2f GiB\n", name, bytes / kGiB);
+  for (const auto& [name, bytes] : workloads::memory_components(memory)) std::printf("  %-24s %10.2f GiB\n", name, bytes / kGiB);
+  std::printf("  %-24s %10.2f GiB\n", "total", memory.total() / kGiB);
 }
 
 int search(const SearchOptions& options, int rank, int processes) {
@@ -181,7 +175,7 @@ int search(const SearchOptions& options, int rank, int processes) {
   if (result.ranked.empty()) {
     const sim::Candidate& smallest = result.candidates[result.smallest];
     std::printf("shardsim search: nothing fits in %.1f GiB per GPU: %zu candidates, none fits%s.\n",
-                spec.node.gpu_memory_bytes / (1024.0 * 1024.0 * 1024.0), result.candidates.size(),
+                spec.node.gpu_memory_bytes / kGiB, result.candidates.size(),
                 result.estimated ? " through a whole step" : " by the memory model");
     std::printf("The smallest, %s, needs (memory model):\n", sim::describe(smallest).c_str());
     print_memory(result.results[result.smallest].memory);

@@ -3,6 +3,7 @@
 #include "sim/collectives/selection.h"
 #include "sim/step/kernel_time.h"
 #include "topology/json_input.h"
+#include "topology/placement.h"
 
 #include <algorithm>
 #include <deque>
@@ -412,7 +413,7 @@ const GroupKinds& StepSimulation::group_kinds(int communicator) {
     for (topology::GpuId gpu : gpus) {
       const int node = cluster_.node_of(gpu);
       ++per_node[node];
-      ++blocks[node / cluster_.spec().fabric.nodes_per_leaf];
+      ++blocks[topology::leaf_block_of_node(cluster_, node)];
     }
     Shape shape{{}, static_cast<int>(blocks.size())};
     for (const auto& [node, count] : per_node) shape.first.push_back(count);
