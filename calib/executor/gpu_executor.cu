@@ -1,6 +1,7 @@
 #include "calib/executor/gpu_executor.h"
 
 #include "calib/cuda/lt_gemm.h"
+#include "calib/executor/gpu_backend.h"
 #include "calib/executor/buffer_pool.h"
 #include "calib/executor/gemm_work.h"
 #include "calib/executor/measured_steps.h"
@@ -400,3 +401,10 @@ MeasuredRun execute_on_gpu(const workloads::Program& program, const ExecutionOpt
 }
 
 }  // namespace shardsim::calib
+
+extern "C" const shardsim::calib::GpuBackend* shardsim_gpu_backend() {
+  static const shardsim::calib::GpuBackend backend{shardsim::calib::GpuBackend::current_interface_version,
+                                                   &shardsim::calib::gpu_execution_possible,
+                                                   &shardsim::calib::execute_on_gpu};
+  return &backend;
+}

@@ -19,7 +19,7 @@
 // events: a step that makes no progress for the stall timeout, an NCCL
 // asynchronous error or a stop signal aborts the communicators and ends the
 // run with ExecutionError naming each stream's stuck op.
-// Built only with CUDA + NCCL (SHARDSIM_EXECUTOR_WITH_CUDA).
+// Built only with CUDA + NCCL, into the module of gpu_backend.h.
 #pragma once
 
 #include "calib/executor/measured_run.h"

@@ -4,9 +4,7 @@
 #include "sim/cli/commands.h"
 
 #include "calib/executor/cpu_executor.h"
-#ifdef SHARDSIM_EXECUTOR_WITH_CUDA
-#include "calib/executor/gpu_executor.h"
-#endif
+#include "calib/executor/gpu_backend.h"
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/job_inputs.h"
@@ -50,7 +48,6 @@ struct ExecOptions {
   bool json = false;
 };
 
-// MPI for the length of the command; finalised unless the run aborted.
 void parse_fault(const std::string& text, calib::ExecutionOptions& options) {
   char kind[8] = {};
   int rank = -1;
@@ -76,23 +73,14 @@ nlohmann::json measured_section(const calib::MeasuredRun& run) {
           {"shared_clock", run.shared_clock}};
 }
 
-bool gpu_backend_usable() {
-#ifdef SHARDSIM_EXECUTOR_WITH_CUDA
-  return calib::gpu_execution_possible();
-#else
-  return false;
-#endif
-}
-
+// auto: the GPU backend when its module loads and sees a device.
 calib::MeasuredRun execute(const workloads::Program& program, const calib::ExecutionOptions& execution,
                            const std::string& backend) {
-  const bool gpu = backend == "gpu" || (backend == "auto" && gpu_backend_usable());
-  if (!gpu) return calib::execute_on_cpu(program, execution);
-#ifdef SHARDSIM_EXECUTOR_WITH_CUDA
-  return calib::execute_on_gpu(program, execution);
-#else
-  throw std::invalid_argument("--backend gpu: this build has no CUDA/NCCL (the toolkit was not found at configure time)");
-#endif
+  std::string why_not;
+  const calib::GpuBackend* gpu = backend == "cpu" ? nullptr : calib::load_gpu_backend(why_not);
+  if (backend == "gpu" && gpu == nullptr) throw std::invalid_argument("--backend gpu: " + why_not);
+  if (gpu != nullptr && (backend == "gpu" || gpu->execution_possible())) return gpu->execute(program, execution);
+  return calib::execute_on_cpu(program, execution);
 }
 
 int exec_step(const ExecOptions& options) {
