@@ -47,6 +47,15 @@ TEST_CASE("bucket sizes are elements; auto resolves as transformers does", "[dee
   REQUIRE(explicit_sizes.plan.overlap.gather_scatter);
 }
 
+TEST_CASE("ZeRO-1/2 gradient reduction: multi-rank bucketing unless turned off, all-reduce without reduce_scatter",
+          "[deepspeed]") {
+  REQUIRE(import(R"({"zero_optimization": {"stage": 2}})").plan.multi_rank_bucketing);
+  REQUIRE_FALSE(
+      import(R"({"zero_optimization": {"stage": 2, "use_multi_rank_bucket_allreduce": false}})").plan.multi_rank_bucketing);
+  REQUIRE(import(R"({"zero_optimization": {"stage": 1, "reduce_scatter": false,
+      "use_multi_rank_bucket_allreduce": false}})").plan.multi_rank_bucketing);
+}
+
 TEST_CASE("MiCS and ZeRO++ settings pick those systems", "[deepspeed]") {
   const auto mics = import(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 8,
       "mics_hierarchical_params_gather": true}})");

@@ -133,6 +133,56 @@ TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for 
   }
 }
 
+TEST_CASE("DeepSpeed ZeRO-1/2 reduce each gradient bucket to its owners, or all-reduce it with multi-rank bucketing",
+          "[step][traffic]") {
+  // The flat buffer of all Psi parameters is split into n equal partitions;
+  // whatever the buckets, each owner receives exactly its partition per
+  // reduction pass (ZeRO-2 reduces after every micro-batch, ZeRO-1 after the
+  // last), and a bucket makes one reduce per partition it touches.
+  const int n = 16, micro_batches = 2;
+  const double e = 2, ideal = e * psi() * (n - 1) / n;
+  for (const auto& [plan, passes] : std::vector<std::pair<std::string, int>>{{"zero1", 1}, {"zero2", 2}}) {
+    INFO(plan);
+    StepConfig config = step_config(plan, n, micro_batches);
+    REQUIRE(config.plan.as_implemented);
+    REQUIRE_FALSE(config.plan.multi_rank_bucketing);
+    config.plan.buckets.reduce_bytes = 1.5e6;  // 5 buckets of whole modules of the 15 MB model
+    const Program owners = compile_step(config);
+    validate_program(owners);
+    std::map<int, double> reduced_to;
+    std::map<std::string, int> reduces_of_bucket;
+    for (const Op& op : owners.program_of(0).ops) {
+      if (op.kind != OpKind::collective) continue;
+      REQUIRE(op.collective != CollectiveOp::reduce_scatter);
+      if (op.collective != CollectiveOp::reduce) continue;
+      reduced_to[op.root] += op.bytes;
+      ++reduces_of_bucket[op.name.substr(0, op.name.find(".reduce_to"))];
+    }
+    REQUIRE(reduced_to.size() == static_cast<std::size_t>(n));
+    for (const auto& [owner, bytes] : reduced_to) REQUIRE(bytes == Approx(passes * e * psi() / n).epsilon(1e-12));
+    const int buckets = static_cast<int>(reduces_of_bucket.size()) / passes;
+    REQUIRE(buckets >= 4);
+    int reduces = 0;
+    for (const auto& [bucket, count] : reduces_of_bucket) reduces += count;
+    // Each bucket boundary inside a partition splits it in two.
+    REQUIRE(reduces >= passes * n);
+    REQUIRE(reduces <= passes * (n + buckets - 1));
+    // A reduce chain forwards (n - 1) / n of what it reduces, as a reduce-scatter does.
+    REQUIRE(bytes_sent_per_rank(owners, 3) == Approx((passes + 1) * ideal).epsilon(1e-12));
+
+    config.plan.multi_rank_bucketing = true;
+    const Program packed = compile_step(config);
+    for (const Op& op : packed.program_of(0).ops) {
+      if (op.kind == OpKind::collective) REQUIRE(op.collective != CollectiveOp::reduce);
+    }
+    // Every pass all-reduces the whole model (2 Psi), then the update gathers it (Psi).
+    REQUIRE(bytes_sent_per_rank(packed, 3) == Approx((2 * passes + 1) * ideal).epsilon(1e-12));
+
+    config.plan.as_implemented = false;
+    REQUIRE(bytes_sent_per_rank(compile_step(config), 3) == Approx((passes + 1) * ideal).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("every op runs exactly once and none starts before its dependencies end", "[step][causality]") {
   std::vector<StepConfig> configs = {step_config("zero1", 16, 2), step_config("zero3", 16, 2),
                                      step_config("mics-8", 32, 2), step_config("zeropp-hpz8", 16),

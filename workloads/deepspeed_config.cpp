@@ -112,7 +112,12 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& document, const std
   const bool overlap = zero.boolean("overlap_comm").value_or(stage == 3);
   plan.overlap = {overlap, overlap, overlap};
   plan.as_implemented = true;
-  plan.multi_rank_bucketing = false;
+  // ZeRO-1/2 gradient reduction: reduce_scatter false all-reduces every
+  // bucket; otherwise each bucket goes to its owners as one reduce per owner,
+  // unless use_multi_rank_bucket_allreduce (DeepSpeed's current default; the
+  // releases before it had only the reduces) packs them into one all-reduce.
+  const bool reduce_scatter = zero.boolean("reduce_scatter").value_or(true);
+  plan.multi_rank_bucketing = !reduce_scatter || zero.boolean("use_multi_rank_bucket_allreduce").value_or(true);
   plan.flat_all_gather = false;
   plan.sources = {"imported from DeepSpeed config " + file};
   return config;

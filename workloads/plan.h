@@ -25,7 +25,9 @@
 // and the parameter broadcasts beside the next forward (parameter_broadcast).
 // behaviour "as_implemented" keeps the published DeepSpeed/MiCS limitations
 // (backward reduce-scatter not overlapped; in MiCS it also blocks the
-// all-reduce); "ideal" removes them.
+// all-reduce; ZeRO-1/2 reduce each gradient bucket to its owners, one reduce
+// per owner, unless multi_rank_bucketing all-reduces the bucket instead);
+// "ideal" removes them.
 #pragma once
 
 #include <nlohmann/json.hpp>

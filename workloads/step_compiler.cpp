@@ -98,6 +98,8 @@ class StepBuilder {
   void forward(int micro_batch);
   void backward(int micro_batch, bool last);
   void flush_gradient_bucket(int micro_batch, bool last);
+  OpIndex reduce_scatter_gradients(const std::string& name, int communicator, const std::vector<std::size_t>& modules,
+                                   double bytes, int stream, std::vector<OpIndex> deps);
   void gather(std::size_t module, const std::string& prefix, int communicator_index, double group_size,
               std::vector<OpIndex> deps);
 
@@ -108,6 +110,7 @@ class StepBuilder {
   double e_;
   ShardingFactors factors_;
   std::vector<ModuleWork> modules_;
+  std::vector<double> module_offset_;  // first element of each module in the flat parameter buffer
   Communicators comms_;
   std::int64_t accumulation_ = 1;
   bool update_at_start_ = false;
@@ -317,6 +320,45 @@ void StepBuilder::backward(int micro_batch, bool last) {
   }
 }
 
+// A bucket's reduction into gradient shards that partition the whole model
+// over the communicator's group. DeepSpeed ZeRO-1/2 partitions one flat
+// buffer of every parameter in module order, rank p owning the p-th 1/n of
+// it; as implemented it sends a bucket's gradients to their owners as one
+// reduce per owner the bucket covers (partitions shrink as 1/n, so the
+// reduces get many and small), or, with multi-rank bucketing, all-reduces
+// the bucket once and each rank keeps its part. Every other case, "ideal"
+// ZeRO-1/2 included, is one reduce-scatter.
+OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, int communicator,
+                                              const std::vector<std::size_t>& modules, double bytes, int stream,
+                                              std::vector<OpIndex> deps) {
+  const Plan& plan = config_.plan;
+  const bool deepspeed_flat = plan.as_implemented && plan.system == ShardingSystem::zero && factors_.parameters == 1;
+  if (!deepspeed_flat) {
+    return collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, communicator, bytes, stream, std::move(deps));
+  }
+  if (plan.multi_rank_bucketing) {
+    return collective(name + ".all_reduce", CollectiveOp::all_reduce, communicator, bytes, stream, std::move(deps));
+  }
+  const int n = program_.communicators[static_cast<std::size_t>(communicator)].group_size();
+  double first = module_offset_[modules.front()], end = first;
+  for (std::size_t m : modules) {
+    first = std::min(first, module_offset_[m]);
+    end = std::max(end, module_offset_[m] + modules_[m].parameters);
+  }
+  const double partition = module_offset_.back() / n;
+  // Owners in the order the backward produced the bucket: highest offset first.
+  const int last_owner = std::min(n - 1, static_cast<int>((end - 1) / partition));
+  const int first_owner = std::min(n - 1, static_cast<int>(first / partition));
+  std::optional<OpIndex> done;
+  for (int owner = last_owner; owner >= first_owner; --owner) {
+    const double covered = std::min(end, (owner + 1) * partition) - std::max(first, owner * partition);
+    if (covered <= 0) continue;
+    done = collective(name + ".reduce_to" + std::to_string(owner), CollectiveOp::reduce, communicator, e_ * covered,
+                      stream, done ? std::vector<OpIndex>{} : std::exchange(deps, {}), owner);
+  }
+  return *done;
+}
+
 void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   const Plan& plan = config_.plan;
   std::vector<std::size_t> modules = std::exchange(bucket_, {});
@@ -339,8 +381,8 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   }
   const double shard_bytes = bytes / factors_.parameters;
   if (!last && comms_.gradient_shards) {
-    done = collective(name + ".reduce_scatter_shards", CollectiveOp::reduce_scatter, *comms_.gradient_shards,
-                      shard_bytes, reduce_stream, done ? std::vector<OpIndex>{*done} : after_last_compute());
+    done = reduce_scatter_gradients(name + ".shards", *comms_.gradient_shards, modules, shard_bytes, reduce_stream,
+                                    done ? std::vector<OpIndex>{*done} : after_last_compute());
     if (!buffer_stream) buffer_stream = reduce_stream;
     if (!overlap) blocking_.push_back(*done);
   }
@@ -354,10 +396,11 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
     }
     const bool mics_blocks = plan.as_implemented && plan.system == ShardingSystem::mics;
     const int stream = mics_blocks ? reduce_stream : optimizer_stream;
-    const CollectiveOp kind = factors_.optimizer == n_ ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
-    done = collective(name + (kind == CollectiveOp::all_reduce ? ".all_reduce_replicas" : ".reduce_scatter_replicas"),
-                      kind, *comms_.replicas, shard_bytes, stream,
-                      done ? std::vector<OpIndex>{*done} : after_last_compute());
+    std::vector<OpIndex> deps = done ? std::vector<OpIndex>{*done} : after_last_compute();
+    done = factors_.optimizer == n_
+               ? reduce_scatter_gradients(name + ".replicas", *comms_.replicas, modules, shard_bytes, stream, deps)
+               : collective(name + ".replicas.all_reduce", CollectiveOp::all_reduce, *comms_.replicas, shard_bytes,
+                            stream, deps);
     if (gradients_sharded && !buffer_stream) {
       memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, stream);
     }
@@ -370,6 +413,8 @@ void StepBuilder::build() {
   factors_ = resolve_factors(c.plan, c.data_parallel, c.gpus_per_node, c.plan_file);
   accumulation_ = gradient_accumulation_steps(c.training, c.data_parallel, c.training_file);
   modules_ = transformer_modules(c.model, c.training);
+  module_offset_.assign(1, 0.0);
+  for (const ModuleWork& work : modules_) module_offset_.push_back(module_offset_.back() + work.parameters);
   update_of_module_.assign(modules_.size(), std::nullopt);
   gathered_.assign(modules_.size(), std::nullopt);
   activation_alloc_.assign(modules_.size(), std::nullopt);
@@ -386,15 +431,19 @@ void StepBuilder::build() {
     backward(static_cast<int>(micro_batch), last);
   }
   // Replica reductions held back until the backward is over.
-  const CollectiveOp kind = factors_.optimizer == n_ ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
   for (const DeferredBucket& bucket : deferred_buckets_) {
     double bytes = 0;
     for (std::size_t m : bucket.modules) bytes += e_ * modules_[m].parameters;
     const std::string name = "grad." + modules_[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
     std::vector<OpIndex> deps = after_last_compute();
     if (bucket.after) deps.push_back(*bucket.after);
-    last_reductions_.push_back(collective(name + ".replicas", kind, *comms_.replicas, bytes / factors_.parameters,
-                                          optimizer_stream, deps));
+    const double shard_bytes = bytes / factors_.parameters;
+    last_reductions_.push_back(
+        factors_.optimizer == n_
+            ? reduce_scatter_gradients(name + ".replicas", *comms_.replicas, bucket.modules, shard_bytes,
+                                       optimizer_stream, deps)
+            : collective(name + ".replicas.all_reduce", CollectiveOp::all_reduce, *comms_.replicas, shard_bytes,
+                         optimizer_stream, deps));
     if (bucket.frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
   }
   const double psi = static_cast<double>(count_parameters(c.model).total());

@@ -36,14 +36,16 @@
 // ZeRO++ do not overlap the backward reduce-scatter (the next backward kernel
 // waits for it), MiCS's reduce-scatter also blocks its replica all-reduce
 // (same stream), and DeepSpeed ZeRO-1/2 gather updated parameters at the end
-// of the step. Buckets: gradients are reduced in buckets of at least
-// buckets.reduce_bytes, whole modules at a time; flat_all_gather makes the
-// ZeRO-1/2 parameter all-gather one call instead of all_gather_bytes buckets.
-// Not modelled yet, though parsed and kept in the Plan: multi_rank_bucketing
-// (ZeRO-1/2 reduce to owners as many small reduces), the ZeRO-3 prefetch
-// bucket (gathers run one layer ahead instead) and the persistence threshold
-// (every module is sharded); with tied embeddings the head's GEMM uses the
-// embedding module's gather.
+// of the step, and reduce each gradient bucket to the owners of the flat
+// partitions it covers, one reduce per owner (multi_rank_bucketing: one
+// all-reduce of the bucket instead; "ideal": a reduce-scatter). Buckets:
+// gradients are reduced in buckets of at least buckets.reduce_bytes, whole
+// modules at a time; flat_all_gather makes the ZeRO-1/2 parameter
+// all-gather one call instead of all_gather_bytes buckets. Not modelled yet,
+// though parsed and kept in the Plan: the ZeRO-3 prefetch bucket (gathers
+// run one layer ahead instead) and the persistence threshold (every module
+// is sharded); with tied embeddings the head's GEMM uses the embedding
+// module's gather.
 #pragma once
 
 #include "workloads/model.h"
