@@ -1,7 +1,7 @@
 // shardsim calib: turn measurements into a profile.
 //   import-nccl-tests LOG... -o raw.json   nccl-tests output (text or -J JSON)
 //   fit RAW... -o profile.json             least squares into a profile
-//   report PROFILE                         what a profile says and how well it fits
+//   report PROFILE [--png F]               what a profile says and how well it fits
 #include "sim/cli/commands.h"
 
 #include "calib/measurements.h"
@@ -9,6 +9,7 @@
 #include "calib/profile.h"
 #include "calib/profile_fit.h"
 #include "sim/cli/atomic_output.h"
+#include "sim/plot/curve_plot.h"
 #include "topology/cluster_spec.h"
 #include "topology/json_input.h"
 #include "topology/presets.h"
@@ -46,6 +47,7 @@ struct FitCommandOptions {
 
 struct ReportOptions {
   std::string profile;
+  std::string png;
 };
 
 void write_json_file(const std::string& path, const json& document) {
@@ -145,6 +147,9 @@ int run_report(const ReportOptions& options) {
     std::printf("\n");
   }
   if (profile.measured.empty()) {
+    if (!options.png.empty()) {
+      throw InputError("--png: " + profile.file + " has no measured curves to plot (a datasheet profile)");
+    }
     std::printf("\n# no measured curves: a datasheet profile (fit one with 'shardsim calib fit')\n");
     return 0;
   }
@@ -155,12 +160,25 @@ int run_report(const ReportOptions& options) {
                 curve.fit.alpha_seconds * 1e6, curve.fit.units_per_second, unit, curve.fit.r_squared,
                 100 * curve.fit.worst_relative_error);
   };
-  for (const auto& [dtype, curve] : profile.measured.gemm) row("gemm " + dtype, curve, "F/s");
-  for (const auto& [kind, curve] : profile.measured.copies) row("copy " + kind, curve, "B/s");
+  std::vector<sim::CurvePanel> panels;
+  for (const auto& [dtype, curve] : profile.measured.gemm) {
+    row("gemm " + dtype, curve, "F/s");
+    panels.push_back({"gemm " + dtype, "FLOP", "FLOP/s", &curve});
+  }
+  for (const auto& [kind, curve] : profile.measured.copies) {
+    row("copy " + kind, curve, "B/s");
+    panels.push_back({"copy " + kind, "B", "B/s", &curve});
+  }
   for (const auto& m : profile.measured.collectives) {
-    row(std::string(workloads::to_string(m.op)) + " " + m.algorithm + " " + std::to_string(m.ranks) + "r/" +
-            std::to_string(m.nodes) + "n",
-        m.curve, "B/s");
+    const std::string what = std::string(workloads::to_string(m.op)) + " " + m.algorithm + " " +
+                             std::to_string(m.ranks) + "r/" + std::to_string(m.nodes) + "n";
+    row(what, m.curve, "B/s");
+    panels.push_back({what, "B", "B/s", &m.curve});
+  }
+  if (!options.png.empty()) {
+    sim::write_curves_png(options.png, "profile " + profile.name + ": measured against fitted (" +
+                                           profile.measured.machine + ")", panels);
+    std::printf("# wrote %zu curves to %s\n", panels.size(), options.png.c_str());
   }
   return 0;
 }
@@ -176,7 +194,7 @@ void add_calib_command(CLI::App& app, int& exit_code) {
       "  shardsim-probe --out probe.json                       (GPU: cuBLASLt, copies, NCCL)\n"
       "  mpirun -np 2 shardsim-probe --backend cpu --out cpu.json   (CPU: Eigen, copies, MPI)\n"
       "  shardsim calib fit probe.json raw.json --base h200 --cluster h200-1024 -o h200-measured.json\n"
-      "  shardsim calib report h200-measured.json");
+      "  shardsim calib report h200-measured.json --png h200-measured.png");
 
   auto import = std::make_shared<ImportOptions>();
   auto* import_command = calib->add_subcommand("import-nccl-tests", "nccl-tests logs (text or -J JSON) -> raw measurements");
@@ -199,6 +217,7 @@ void add_calib_command(CLI::App& app, int& exit_code) {
   auto report = std::make_shared<ReportOptions>();
   auto* report_command = calib->add_subcommand("report", "what a profile says, and how well its measured curves fit");
   report_command->add_option("profile", report->profile, "profile file or preset")->required();
+  report_command->add_option("--png", report->png, "PNG of every measured curve against its fit");
   report_command->callback([report, &exit_code] { exit_code = run_report(*report); });
 }
 

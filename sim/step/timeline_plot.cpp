@@ -1,17 +1,11 @@
 #include "sim/step/timeline_plot.h"
 
-#include "topology/json_input.h"
-
-#include <gd.h>
-#include <gdfonts.h>
+#include "sim/plot/png_canvas.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
-#include <memory>
-#include <unistd.h>
 
 namespace shardsim::sim {
 
@@ -25,10 +19,6 @@ constexpr int kTitleHeight = 22;
 constexpr int kAxisHeight = 28;
 constexpr int kLegendHeight = 24;
 
-struct Rgb {
-  int r, g, b;
-};
-
 // Class colours; collectives lighter than kernels.
 Rgb colour_of(const TimelineOpRow& row) {
   static const std::map<std::string, Rgb> colours = {
@@ -38,20 +28,6 @@ Rgb colour_of(const TimelineOpRow& row) {
       {"all_to_all", {127, 127, 127}},  {"send_recv", {100, 100, 100}}};
   const auto it = colours.find(row.op_class);
   return it == colours.end() ? Rgb{160, 160, 160} : it->second;
-}
-
-// 1, 2 or 5 times a power of ten: about `count` ticks over `span`.
-double tick_step(double span, int count) {
-  const double raw = span / count;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * power >= raw) return m * power;
-  }
-  return 10 * power;
-}
-
-void text(gdImagePtr image, int x, int y, const std::string& s, int colour) {
-  gdImageString(image, gdFontGetSmall(), x, y, reinterpret_cast<unsigned char*>(const_cast<char*>(s.c_str())), colour);
 }
 
 struct Lanes {
@@ -90,11 +66,7 @@ void write_timeline_png(const std::string& path, const std::vector<TimelinePanel
   }
   if (span <= 0) span = 1;
 
-  std::unique_ptr<gdImage, void (*)(gdImagePtr)> image(gdImageCreateTrueColor(kWidth, height), gdImageDestroy);
-  if (!image) throw_input_error(path, "", "cannot create the image");
-  gdImagePtr im = image.get();
-  const int white = gdTrueColor(255, 255, 255), black = gdTrueColor(0, 0, 0), grid = gdTrueColor(225, 225, 225);
-  gdImageFilledRectangle(im, 0, 0, kWidth - 1, height - 1, white);
+  PngCanvas canvas(kWidth, height, path);
   const int plot_width = kWidth - kLabelWidth - kRight;
   const auto x_of = [&](double seconds) {
     return kLabelWidth + static_cast<int>(std::lround(seconds / span * plot_width));
@@ -102,34 +74,33 @@ void write_timeline_png(const std::string& path, const std::vector<TimelinePanel
 
   int y = 6;
   for (std::size_t p = 0; p < panels.size(); ++p) {
-    text(im, 6, y, panels[p].title + " (rank " + std::to_string(rank) + ")", black);
+    canvas.text(6, y, panels[p].title + " (rank " + std::to_string(rank) + ")", kBlack);
     y += kTitleHeight - 6;
     const Lanes& l = lanes[p];
     const int top = y;
     for (std::size_t s = 0; s < l.streams.size(); ++s) {
       const int lane_y = top + static_cast<int>(s) * kLaneHeight;
-      gdImageLine(im, kLabelWidth, lane_y + kLaneHeight - 1, kWidth - kRight, lane_y + kLaneHeight - 1, grid);
-      text(im, 6, lane_y + 3, l.streams[s], black);
+      canvas.line(kLabelWidth, lane_y + kLaneHeight - 1, kWidth - kRight, lane_y + kLaneHeight - 1, kGrid);
+      canvas.text(6, lane_y + 3, l.streams[s], kBlack);
     }
     for (const TimelineOpRow* row : l.rows) {
       if (row->start_seconds < 0 || row->end_seconds < row->start_seconds) continue;
       const int lane_y = top + l.lane_of(row->stream) * kLaneHeight;
-      const Rgb c = colour_of(*row);
       const int x1 = x_of(row->start_seconds), x2 = std::max(x1, x_of(row->end_seconds));
-      gdImageFilledRectangle(im, x1, lane_y + 2, x2, lane_y + kLaneHeight - 3, gdTrueColor(c.r, c.g, c.b));
+      canvas.fill(x1, lane_y + 2, x2, lane_y + kLaneHeight - 3, colour_of(*row));
     }
     y = top + kLaneHeight * static_cast<int>(std::max<std::size_t>(1, l.streams.size())) + 8;
   }
 
   // Time axis in milliseconds.
-  gdImageLine(im, kLabelWidth, y, kWidth - kRight, y, black);
+  canvas.line(kLabelWidth, y, kWidth - kRight, y, kBlack);
   const double step = tick_step(span, 10);
   for (double t = 0; t <= span * (1 + 1e-9); t += step) {
     const int x = x_of(t);
-    gdImageLine(im, x, y, x, y + 4, black);
+    canvas.line(x, y, x, y + 4, kBlack);
     char label[32];
     std::snprintf(label, sizeof label, "%g ms", t * 1e3);
-    text(im, x - 10, y + 6, label, black);
+    canvas.text(x - 10, y + 6, label, kBlack);
   }
   y += kAxisHeight;
   int x = kLabelWidth;
@@ -137,28 +108,12 @@ void write_timeline_png(const std::string& path, const std::vector<TimelinePanel
                            "broadcast"}) {
     TimelineOpRow sample;
     sample.op_class = name;
-    const Rgb c = colour_of(sample);
-    gdImageFilledRectangle(im, x, y + 2, x + 12, y + 12, gdTrueColor(c.r, c.g, c.b));
-    text(im, x + 16, y + 1, name, black);
+    canvas.fill(x, y + 2, x + 12, y + 12, colour_of(sample));
+    canvas.text(x + 16, y + 1, name, kBlack);
     x += 30 + 7 * static_cast<int>(std::string(name).size());
   }
 
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* out = std::fopen(temporary.c_str(), "wb");
-  if (out == nullptr) throw_input_error(path, "", "cannot be written");
-  gdImagePng(im, out);
-  const bool failed = std::ferror(out) != 0;
-  std::fclose(out);
-  std::error_code ec;
-  if (failed) {
-    std::filesystem::remove(temporary, ec);
-    throw_input_error(path, "", "cannot be written");
-  }
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) {
-    std::filesystem::remove(temporary, ec);
-    throw_input_error(path, "", "cannot be written");
-  }
+  canvas.write(path);
 }
 
 }  // namespace shardsim::sim
