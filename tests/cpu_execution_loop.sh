@@ -19,6 +19,10 @@ job="--cluster cpu-4rank --model llama-7b --plan zero3 --scale layers=2,hidden=2
 timeout 300 mpirun -np 4 "$bin/shardsim-probe" --backend cpu --quick --out raw.json > probe.txt
 "$bin/shardsim" calib fit raw.json --name cpu-4rank-ci -o fitted.json > fit.txt
 "$bin/shardsim" run $job --profile fitted.json --network table --record-ranks all --h5 predicted.h5 > run.txt
+# The fitted profile covers every collective the ZeRO stages issue (ZeRO-1/2 reduce to owners).
+for plan in zero1 zero2; do
+  "$bin/shardsim" run $(echo "$job" | sed "s/--plan zero3/--plan $plan/") --profile fitted.json --network table > /dev/null
+done
 timeout 300 mpirun -np 4 "$bin/shardsim" exec $job --profile fitted.json --steps 3 --warmup 1 --h5 measured.h5 \
   --trace measured-trace.json > exec.txt
 grep -q "measured on CPU" exec.txt

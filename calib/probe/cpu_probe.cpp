@@ -176,7 +176,6 @@ Measurements run_cpu_probe(const ProbeOptions& options) {
   probe_copies(options, out);
   const long long largest = static_cast<long long>(std::min(options.max_bytes, options.quick ? double(1 << 20) : 256.0 * (1 << 20)));
   for (CollectiveOp op : workloads::all_collective_ops()) {
-    if (op == CollectiveOp::reduce) continue;  // not part of a training step
     for (long long bytes = 8; bytes <= largest; bytes *= options.quick ? 8 : 2) run_collective(options, op, bytes, nodes, out);
   }
   probe_interference(options, out);

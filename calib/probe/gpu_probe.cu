@@ -221,7 +221,6 @@ void probe_collectives(const ProbeOptions& options, const std::vector<NcclRank>&
   const auto largest = static_cast<std::size_t>(std::min(options.max_bytes, options.quick ? double(16 << 20) : double(1ull << 30)));
   const NcclBuffers buffers(ranks, largest);
   for (CollectiveOp op : workloads::all_collective_ops()) {
-    if (op == CollectiveOp::reduce) continue;
     if (total_ranks == 1 && (op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv)) continue;
     const bool split = op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter || op == CollectiveOp::all_to_all;
     for (std::size_t bytes = 8; bytes <= largest; bytes *= options.quick ? 8 : 2) {
