@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs shardsim's Debian build dependencies when they are missing, then
+# Installs shardsim's Debian dependencies when they are missing (the build's,
+# and Debian's Jupyter for the notebooks the tests execute), then
 # configures and builds into ./build. Safe to run repeatedly: installed
 # packages are skipped and the build is incremental.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(cmake g++ make libboost-graph-dev nlohmann-json3-dev libeigen3-dev
-          libcli11-dev catch2 libhdf5-dev libopenmpi-dev openmpi-bin libgd-dev)
+          libcli11-dev catch2 libhdf5-dev libopenmpi-dev openmpi-bin libgd-dev
+          jupyter-nbconvert python3-ipykernel python3-matplotlib python3-pandas python3-h5py)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
