@@ -181,6 +181,20 @@ TEST_CASE("DeepSpeed ZeRO-1/2 reduce each gradient bucket to its owners, or all-
     config.plan.as_implemented = false;
     REQUIRE(bytes_sent_per_rank(compile_step(config), 3) == Approx((passes + 1) * ideal).epsilon(1e-12));
   }
+  SECTION("a bucket per module, one of them without parameters (a head tied to the embedding)") {
+    StepConfig config = step_config("zero1", n);
+    config.model.tied_embeddings = true;
+    config.plan.buckets.reduce_bytes = 0;
+    const Program program = compile_step(config);
+    validate_program(program);
+    const double tied_psi = static_cast<double>(count_parameters(config.model).total());
+    std::map<int, double> reduced_to;
+    for (const Op& op : program.program_of(0).ops) {
+      if (op.kind == OpKind::collective && op.collective == CollectiveOp::reduce) reduced_to[op.root] += op.bytes;
+    }
+    REQUIRE(reduced_to.size() == static_cast<std::size_t>(n));
+    for (const auto& [owner, bytes] : reduced_to) REQUIRE(bytes == Approx(e * tied_psi / n).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("every op runs exactly once and none starts before its dependencies end", "[step][causality]") {

@@ -347,14 +347,14 @@ OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, int commu
   }
   const double partition = module_offset_.back() / n;
   // Owners in the order the backward produced the bucket: highest offset first.
-  const int last_owner = std::min(n - 1, static_cast<int>((end - 1) / partition));
   const int first_owner = std::min(n - 1, static_cast<int>(first / partition));
+  const int last_owner = std::max(first_owner, std::min(n - 1, static_cast<int>((end - 1) / partition)));
   std::optional<OpIndex> done;
   for (int owner = last_owner; owner >= first_owner; --owner) {
     const double covered = std::min(end, (owner + 1) * partition) - std::max(first, owner * partition);
-    if (covered <= 0) continue;
-    done = collective(name + ".reduce_to" + std::to_string(owner), CollectiveOp::reduce, communicator, e_ * covered,
-                      stream, done ? std::vector<OpIndex>{} : std::exchange(deps, {}), owner);
+    if (covered <= 0 && (done || owner > first_owner)) continue;  // a bucket without parameters still makes one call
+    done = collective(name + ".reduce_to" + std::to_string(owner), CollectiveOp::reduce, communicator,
+                      e_ * std::max(covered, 0.0), stream, done ? std::vector<OpIndex>{} : std::exchange(deps, {}), owner);
   }
   return *done;
 }
