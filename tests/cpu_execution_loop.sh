@@ -35,6 +35,9 @@ for quantity in "step time" "gemm" "all_gather in flight" "reduce_scatter in fli
     { echo "compare: no predicted and measured time for '$quantity'" >&2; exit 1; }
 done
 head -c 4 timelines.png | grep -q PNG
+status=0
+"$bin/shardsim" compare predicted.h5 measured.h5 --png /nonexistent-dir/x.png > /dev/null 2>&1 || status=$?
+[ "$status" -eq 2 ] || { echo "compare --png into a missing directory: exit $status, expected 2" >&2; exit 1; }
 
 # Faults. Op 100 of a step is mid-way through the first micro-batch.
 for fault in kill-rank=2,op=100 hang-rank=1,op=100; do

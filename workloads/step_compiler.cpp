@@ -100,6 +100,8 @@ class StepBuilder {
   void flush_gradient_bucket(int micro_batch, bool last);
   OpIndex reduce_scatter_gradients(const std::string& name, int communicator, const std::vector<std::size_t>& modules,
                                    double bytes, int stream, std::vector<OpIndex> deps);
+  OpIndex reduce_over_replicas(const std::string& name, const std::vector<std::size_t>& modules, double shard_bytes,
+                               int stream, std::vector<OpIndex> deps);
   void gather(std::size_t module, const std::string& prefix, int communicator_index, double group_size,
               std::vector<OpIndex> deps);
 
@@ -359,6 +361,18 @@ OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, int commu
   return *done;
 }
 
+// The last micro-batch's reduction across parameter replicas: into the
+// optimizer shards when they span every rank, else AMSP's all-reduce that
+// keeps what each optimizer shard needs.
+OpIndex StepBuilder::reduce_over_replicas(const std::string& name, const std::vector<std::size_t>& modules,
+                                          double shard_bytes, int stream, std::vector<OpIndex> deps) {
+  if (factors_.optimizer == n_) {
+    return reduce_scatter_gradients(name, *comms_.replicas, modules, shard_bytes, stream, std::move(deps));
+  }
+  return collective(name + ".all_reduce", CollectiveOp::all_reduce, *comms_.replicas, shard_bytes, stream,
+                    std::move(deps));
+}
+
 void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   const Plan& plan = config_.plan;
   std::vector<std::size_t> modules = std::exchange(bucket_, {});
@@ -396,11 +410,8 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
     }
     const bool mics_blocks = plan.as_implemented && plan.system == ShardingSystem::mics;
     const int stream = mics_blocks ? reduce_stream : optimizer_stream;
-    std::vector<OpIndex> deps = done ? std::vector<OpIndex>{*done} : after_last_compute();
-    done = factors_.optimizer == n_
-               ? reduce_scatter_gradients(name + ".replicas", *comms_.replicas, modules, shard_bytes, stream, deps)
-               : collective(name + ".replicas.all_reduce", CollectiveOp::all_reduce, *comms_.replicas, shard_bytes,
-                            stream, deps);
+    done = reduce_over_replicas(name + ".replicas", modules, shard_bytes, stream,
+                                done ? std::vector<OpIndex>{*done} : after_last_compute());
     if (gradients_sharded && !buffer_stream) {
       memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, stream);
     }
@@ -437,13 +448,8 @@ void StepBuilder::build() {
     const std::string name = "grad." + modules_[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
     std::vector<OpIndex> deps = after_last_compute();
     if (bucket.after) deps.push_back(*bucket.after);
-    const double shard_bytes = bytes / factors_.parameters;
     last_reductions_.push_back(
-        factors_.optimizer == n_
-            ? reduce_scatter_gradients(name + ".replicas", *comms_.replicas, bucket.modules, shard_bytes,
-                                       optimizer_stream, deps)
-            : collective(name + ".replicas.all_reduce", CollectiveOp::all_reduce, *comms_.replicas, shard_bytes,
-                         optimizer_stream, deps));
+        reduce_over_replicas(name + ".replicas", bucket.modules, bytes / factors_.parameters, optimizer_stream, deps));
     if (bucket.frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
   }
   const double psi = static_cast<double>(count_parameters(c.model).total());

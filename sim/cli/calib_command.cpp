@@ -176,8 +176,10 @@ int run_report(const ReportOptions& options) {
     panels.push_back({what, "B", "B/s", &m.curve});
   }
   if (!options.png.empty()) {
-    sim::write_curves_png(options.png, "profile " + profile.name + ": measured against fitted (" +
-                                           profile.measured.machine + ")", panels);
+    AtomicOutputFile png(options.png);
+    png.stream() << sim::curves_png(
+        "profile " + profile.name + ": measured against fitted (" + profile.measured.machine + ")", panels);
+    png.commit();
     std::printf("# wrote %zu curves to %s\n", panels.size(), options.png.c_str());
   }
   return 0;

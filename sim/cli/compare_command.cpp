@@ -118,9 +118,11 @@ int compare(const CompareOptions& options) {
   const sim::TimelineComparison comparison = sim::compare_timelines(predicted, measured, options.rank);
   if (!options.csv.empty()) write_csv(options.csv, comparison);
   if (!options.png.empty()) {
-    sim::write_timeline_png(options.png, {{"predicted: " + origin_of(predicted), &predicted},
-                                          {"measured: " + origin_of(measured), &measured}},
-                            comparison.breakdown_rank);
+    AtomicOutputFile png(options.png);
+    png.stream() << sim::timeline_png({{"predicted: " + origin_of(predicted), &predicted},
+                                       {"measured: " + origin_of(measured), &measured}},
+                                      comparison.breakdown_rank);
+    png.commit();
   }
   if (options.json) {
     std::cout << to_json(comparison).dump(2) << "\n";

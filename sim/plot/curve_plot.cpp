@@ -1,11 +1,11 @@
 #include "sim/plot/curve_plot.h"
 
 #include "sim/plot/png_canvas.h"
-#include "topology/json_input.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 namespace shardsim::sim {
 
@@ -108,11 +108,11 @@ std::string si_text(double value) {
   return text;
 }
 
-void write_curves_png(const std::string& path, const std::string& heading, const std::vector<CurvePanel>& panels) {
-  if (panels.empty()) throw_input_error(path, "", "no measured curves to plot");
+std::string curves_png(const std::string& heading, const std::vector<CurvePanel>& panels) {
+  if (panels.empty()) throw std::invalid_argument("no measured curves to plot");
   const int columns = std::min<int>(kColumns, static_cast<int>(panels.size()));
   const int rows = (static_cast<int>(panels.size()) + kColumns - 1) / kColumns;
-  PngCanvas canvas(columns * kPanelWidth, kHeadingHeight + rows * kPanelHeight, path);
+  PngCanvas canvas(columns * kPanelWidth, kHeadingHeight + rows * kPanelHeight);
   canvas.text(8, 6, heading, kBlack);
   const std::string fit_label = "fit: t = alpha + x / rate, drawn as x / t";
   int x = canvas.width() - 8 - PngCanvas::text_width(fit_label) - 24 - PngCanvas::text_width("measured") - 30;
@@ -125,7 +125,7 @@ void write_curves_png(const std::string& path, const std::string& heading, const
     const int column = static_cast<int>(i) % kColumns, row = static_cast<int>(i) / kColumns;
     draw_panel(canvas, column * kPanelWidth, kHeadingHeight + row * kPanelHeight, panels[i]);
   }
-  canvas.write(path);
+  return canvas.png();
 }
 
 }  // namespace shardsim::sim

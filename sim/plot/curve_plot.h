@@ -21,9 +21,8 @@ struct CurvePanel {
   const calib::MeasuredCurve* curve = nullptr;
 };
 
-// InputError naming `path` when there is nothing to draw or it cannot be
-// written (written beside it and renamed into place).
-void write_curves_png(const std::string& path, const std::string& heading, const std::vector<CurvePanel>& panels);
+// The PNG file's bytes; std::invalid_argument without panels.
+std::string curves_png(const std::string& heading, const std::vector<CurvePanel>& panels);
 
 // "1.5 G", "200 k", "3": three significant digits and an SI prefix.
 std::string si_text(double value);

@@ -1,14 +1,11 @@
 #include "sim/plot/png_canvas.h"
 
-#include "topology/json_input.h"
-
 #include <gd.h>
 #include <gdfonts.h>
 
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <unistd.h>
+#include <memory>
+#include <stdexcept>
 
 namespace shardsim::sim {
 
@@ -18,9 +15,9 @@ int colour_of(Rgb c) { return gdTrueColor(c.r, c.g, c.b); }
 
 }  // namespace
 
-PngCanvas::PngCanvas(int width, int height, const std::string& path)
+PngCanvas::PngCanvas(int width, int height)
     : width_(width), height_(height), image_(gdImageCreateTrueColor(width, height), gdImageDestroy) {
-  if (!image_) throw_input_error(path, "", "cannot create a " + std::to_string(width) + " x " + std::to_string(height) + " image");
+  if (!image_) throw std::runtime_error("cannot create a " + std::to_string(width) + " x " + std::to_string(height) + " image");
   gdImageFilledRectangle(image_.get(), 0, 0, width - 1, height - 1, gdTrueColor(255, 255, 255));
 }
 
@@ -51,23 +48,11 @@ int PngCanvas::text_width(const std::string& s) { return gdFontGetSmall()->w * s
 
 int PngCanvas::text_height() { return gdFontGetSmall()->h; }
 
-void PngCanvas::write(const std::string& path) const {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* out = std::fopen(temporary.c_str(), "wb");
-  if (out == nullptr) throw_input_error(path, "", "cannot be written");
-  gdImagePng(image_.get(), out);
-  const bool failed = std::ferror(out) != 0;
-  std::fclose(out);
-  std::error_code ec;
-  if (failed) {
-    std::filesystem::remove(temporary, ec);
-    throw_input_error(path, "", "cannot be written");
-  }
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) {
-    std::filesystem::remove(temporary, ec);
-    throw_input_error(path, "", "cannot be written");
-  }
+std::string PngCanvas::png() const {
+  int size = 0;
+  const std::unique_ptr<void, void (*)(void*)> bytes(gdImagePngPtr(image_.get(), &size), gdFree);
+  if (!bytes) throw std::runtime_error("cannot encode the image as PNG");
+  return std::string(static_cast<const char*>(bytes.get()), static_cast<std::size_t>(size));
 }
 
 double tick_step(double span, int count) {

@@ -1,7 +1,6 @@
 // PngCanvas: the little drawing shardsim's plots need (rectangles, lines,
-// dots, libgd's built-in small font) on a white true-colour image, written
-// as a PNG beside its path and renamed into place, so a failed write never
-// leaves a half-written image.
+// dots, libgd's built-in small font) on a white true-colour image, encoded
+// as PNG bytes; the CLI writes them atomically like its other outputs.
 #pragma once
 
 #include <memory>
@@ -17,9 +16,8 @@ struct Rgb {
 
 class PngCanvas {
  public:
-  // InputError naming `path` (used only for messages here) when the image
-  // cannot be created.
-  PngCanvas(int width, int height, const std::string& path);
+  // std::runtime_error when the image cannot be created.
+  PngCanvas(int width, int height);
   ~PngCanvas();
   PngCanvas(const PngCanvas&) = delete;
   PngCanvas& operator=(const PngCanvas&) = delete;
@@ -36,8 +34,8 @@ class PngCanvas {
   static int text_width(const std::string& s);
   static int text_height();
 
-  // InputError naming the path when it cannot be written.
-  void write(const std::string& path) const;
+  // The image as a PNG file's bytes.
+  std::string png() const;
 
  private:
   int width_, height_;

@@ -54,7 +54,7 @@ Lanes lanes_of(const TimelineFile& file, int rank) {
 
 }  // namespace
 
-void write_timeline_png(const std::string& path, const std::vector<TimelinePanel>& panels, int rank) {
+std::string timeline_png(const std::vector<TimelinePanel>& panels, int rank) {
   std::vector<Lanes> lanes;
   double span = 0;
   int height = kAxisHeight + kLegendHeight + 10;
@@ -66,7 +66,7 @@ void write_timeline_png(const std::string& path, const std::vector<TimelinePanel
   }
   if (span <= 0) span = 1;
 
-  PngCanvas canvas(kWidth, height, path);
+  PngCanvas canvas(kWidth, height);
   const int plot_width = kWidth - kLabelWidth - kRight;
   const auto x_of = [&](double seconds) {
     return kLabelWidth + static_cast<int>(std::lround(seconds / span * plot_width));
@@ -113,7 +113,7 @@ void write_timeline_png(const std::string& path, const std::vector<TimelinePanel
     x += 30 + 7 * static_cast<int>(std::string(name).size());
   }
 
-  canvas.write(path);
+  return canvas.png();
 }
 
 }  // namespace shardsim::sim

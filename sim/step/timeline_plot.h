@@ -16,8 +16,7 @@ struct TimelinePanel {
   const TimelineFile* timeline = nullptr;
 };
 
-// Written beside `path` and renamed into place; InputError naming the path
-// when it cannot be written.
-void write_timeline_png(const std::string& path, const std::vector<TimelinePanel>& panels, int rank);
+// The PNG file's bytes.
+std::string timeline_png(const std::vector<TimelinePanel>& panels, int rank);
 
 }  // namespace shardsim::sim
