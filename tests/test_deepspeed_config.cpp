@@ -34,6 +34,12 @@ TEST_CASE("bucket sizes are elements; auto resolves as transformers does", "[dee
   REQUIRE(defaults.plan.buckets.all_gather_bytes == 1e9);
   REQUIRE(defaults.plan.buckets.prefetch_bytes == 1e8);
   REQUIRE(defaults.plan.buckets.persistence_threshold_parameters == 1e5);
+  REQUIRE(defaults.plan.buckets.max_live_parameters == 1e9);
+  REQUIRE(defaults.plan.buckets.max_reuse_distance_parameters == 1e9);
+  const auto limits = import(R"({"zero_optimization": {"stage": 3, "stage3_max_live_parameters": 3e8,
+      "stage3_max_reuse_distance": 0}})");
+  REQUIRE(limits.plan.buckets.max_live_parameters == 3e8);  // parameters, not bytes
+  REQUIRE(limits.plan.buckets.max_reuse_distance_parameters == 0);
   // "auto" with hidden 4096: reduce h^2, prefetch 0.9 h^2, persistence 10 h.
   const auto automatic = import(R"({"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
       "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"}})");

@@ -73,6 +73,27 @@ TEST_CASE("MoE and MLA configs import with their published sizes", "[model][hf]"
   REQUIRE(static_cast<double>(count_parameters(v3).total()) == Approx(671e9).epsilon(1e-3));
 }
 
+TEST_CASE("a model's modules partition its parameters into its tensors", "[model]") {
+  // The published totals again, now as the sum of every module's tensors.
+  const auto tensor_total = [](const ModelSpec& model) {
+    double total = 0;
+    for (const ModuleParameters& module : model_modules(model)) {
+      for (double tensor : module.parameter_tensors) total += tensor;
+    }
+    return total;
+  };
+  REQUIRE(tensor_total(load_model("llama-7b")) == 6'738'415'616);
+  REQUIRE(tensor_total(load_model("gpt3-175b")) == 174'604'259'328);
+  REQUIRE(tensor_total(parse_hf_config(kMixtralConfig, "mixtral/config.json")) == 46'702'792'704);
+  REQUIRE(tensor_total(parse_hf_config(kDeepSeekV3Config, "v3/config.json")) == Approx(671e9).epsilon(1e-3));
+  // LLaMA-7B: embedding, 32 x (attention, MLP), head; a layer's attention is
+  // its norm and the q, k, v, o projections.
+  const std::vector<ModuleParameters> modules = model_modules(load_model("llama-7b"));
+  REQUIRE(modules.size() == 66);
+  REQUIRE(modules[1].name == "layer0.attention");
+  REQUIRE(modules[1].parameter_tensors == std::vector<double>{4096, 4096.0 * 4096, 4096.0 * 4096, 4096.0 * 4096, 4096.0 * 4096});
+}
+
 TEST_CASE("bad model inputs are refused naming the file and field", "[model]") {
   auto zero_layers = kLlama7bConfig;
   zero_layers["num_hidden_layers"] = 0;

@@ -126,7 +126,10 @@ TEST_CASE("memory rejections are the memory model's, and a limit below every pla
       CHECK(memory.model_states() == 16 * psi / 16);
     }
   }
-  CHECK(rejected >= result.candidates.size() / 2 - 1);
+  // The same candidates as the unlimited run: exactly those above the limit are rejected.
+  REQUIRE(result.candidates.size() == totals.size());
+  CHECK(rejected == static_cast<std::size_t>(std::count_if(totals.begin(), totals.end(), [&](double t) { return t > limit; })));
+  CHECK(rejected >= 1);
   for (std::size_t i : result.ranked) CHECK(result.results[i].simulation->peak_memory_bytes <= limit);
 
   TinySearch starved(1e6);

@@ -114,22 +114,63 @@ void require_causal(const Program& program, const sim::StepTimeline& timeline) {
 TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for ZeRO 0-3", "[step][traffic]") {
   // Ring volumes of the Program's collectives: (n - 1) / n of the ideal per
   // byte. Buckets partition the modules, so bucketing moves no extra bytes:
-  // the match is exact up to rounding.
+  // the match is exact up to rounding. DeepSpeed's persistent tensors, its
+  // prefetch (whose queue keeps what it passes) and its reuse distance are
+  // switched off here (sections below), so ZeRO-3 gathers every parameter for
+  // the forward and again for the backward.
   const int n = 16;
   const double e = 2, ideal = e * psi() * (n - 1) / n;
+  const auto config_of = [&](const std::string& plan, int micro_batches) {
+    StepConfig config = step_config(plan, n, micro_batches);
+    config.plan.buckets.persistence_threshold_parameters = 0;
+    config.plan.buckets.prefetch_bytes = 0;
+    config.plan.buckets.max_reuse_distance_parameters = 0;
+    return config;
+  };
   const std::vector<std::pair<std::string, double>> cases = {{"zero0", 2}, {"zero1", 2}, {"zero2", 2}, {"zero3", 3}};
   for (const auto& [plan, multiple] : cases) {
     INFO(plan);
-    const Program program = compile_step(step_config(plan, n));
+    const Program program = compile_step(config_of(plan, 1));
     validate_program(program);
     for (int rank : {0, 7, 15}) REQUIRE(bytes_sent_per_rank(program, rank) == Approx(multiple * ideal).epsilon(1e-12));
   }
   SECTION("gradient accumulation repeats ZeRO-3's gathers and reduce-scatters, not ZeRO-1's reduction") {
     const int micro_batches = 4;
-    REQUIRE(bytes_sent_per_rank(compile_step(step_config("zero3", n, micro_batches)), 0) ==
+    REQUIRE(bytes_sent_per_rank(compile_step(config_of("zero3", micro_batches)), 0) ==
             Approx(3 * micro_batches * ideal).epsilon(1e-12));
-    REQUIRE(bytes_sent_per_rank(compile_step(step_config("zero1", n, micro_batches)), 0) ==
+    REQUIRE(bytes_sent_per_rank(compile_step(config_of("zero1", micro_batches)), 0) ==
             Approx(2 * ideal).epsilon(1e-12));
+  }
+  // The tiny model's norm weights (512 elements, 2 per layer and the final
+  // one) fall under the 1e5 persistence threshold.
+  const double persistent = (2 * 2 + 1) * 512.0;
+  const double per_element = e * (n - 1.0) / n;
+  SECTION("persistent tensors are gathered once per step, after the optimizer, not per module") {
+    for (const int b : {1, 4}) {
+      StepConfig config = config_of("zero3", b);
+      config.plan.buckets.persistence_threshold_parameters = 1e5;
+      const Program program = compile_step(config);
+      const double expected = per_element * (2 * b * (psi() - persistent) + persistent + b * psi());
+      REQUIRE(bytes_sent_per_rank(program, 5) == Approx(expected).epsilon(1e-12));
+      // Held whole on every GPU, less the GPU's own shard.
+      const auto gathered = static_cast<std::size_t>(MemoryCategory::gathered_parameters);
+      REQUIRE(program.program_of(5).resident_bytes[gathered] == Approx(per_element * persistent));
+    }
+  }
+  SECTION("DeepSpeed keeps a model below its live limit and reuse distance gathered from forward to backward") {
+    // Psi < 1e9 (the default stage3_max_live_parameters and
+    // stage3_max_reuse_distance): nothing is released between a module's
+    // forward and its backward.
+    for (const int b : {1, 4}) {
+      StepConfig config = step_config("zero3", n, b);
+      REQUIRE(config.plan.buckets.max_reuse_distance_parameters == 1e9);
+      const double expected = per_element * (b * (psi() - persistent) + persistent + b * psi());
+      REQUIRE(bytes_sent_per_rank(compile_step(config), 5) == Approx(expected).epsilon(1e-12));
+      // The whole model is gathered at the turn from forward to backward.
+      const MemoryBreakdown memory = estimate_memory(config.model, config.training, config.plan,
+                                                     resolve_factors(config.plan, n, 8, "plan"), n);
+      REQUIRE(memory.gathered_parameters == Approx(per_element * psi()));
+    }
   }
 }
 

@@ -109,6 +109,8 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& document, const std
   plan.buckets.prefetch_bytes = bytes_per_element * zero.count("stage3_prefetch_bucket_size", 0.9 * h2).value_or(5e7);
   plan.buckets.persistence_threshold_parameters =
       zero.count("stage3_param_persistence_threshold", 10.0 * static_cast<double>(model.hidden)).value_or(1e5);
+  plan.buckets.max_live_parameters = zero.count("stage3_max_live_parameters").value_or(1e9);
+  plan.buckets.max_reuse_distance_parameters = zero.count("stage3_max_reuse_distance").value_or(1e9);
   const bool overlap = zero.boolean("overlap_comm").value_or(stage == 3);
   plan.overlap = {overlap, overlap, overlap};
   plan.as_implemented = true;

@@ -6,9 +6,10 @@
 // secondary copy over that many GPUs. Bucket sizes are in ELEMENTS, turned
 // into bytes at the training precision (2 bytes for bf16/fp16):
 // reduce_bucket_size and allgather_bucket_size (default 5e8),
-// stage3_prefetch_bucket_size (5e7), stage3_param_persistence_threshold (1e5
-// parameters). "auto" resolves as transformers' DeepSpeed integration does:
-// reduce_bucket_size = hidden^2, stage3_prefetch_bucket_size = 0.9 hidden^2,
+// stage3_prefetch_bucket_size (5e7); kept in parameters:
+// stage3_param_persistence_threshold (1e5), stage3_max_live_parameters and
+// stage3_max_reuse_distance (1e9). "auto" resolves as transformers'
+// DeepSpeed integration does: reduce_bucket_size = hidden^2, stage3_prefetch_bucket_size = 0.9 hidden^2,
 // stage3_param_persistence_threshold = 10 hidden. overlap_comm defaults to
 // true for stage 3 only, as in DeepSpeed's code. The behaviour is DeepSpeed's
 // as implemented. Keys that do not bear on sharding (optimizer, scheduler,

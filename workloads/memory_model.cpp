@@ -1,5 +1,7 @@
 #include "workloads/memory_model.h"
 
+#include "workloads/parameter_fetch.h"
+
 #include <algorithm>
 
 namespace shardsim::workloads {
@@ -14,25 +16,6 @@ std::vector<std::pair<const char*, double>> memory_components(const MemoryBreakd
           {"communication_buffers", memory.communication_buffers}};
 }
 
-namespace {
-
-// Parameters of the largest module pair alive at once while f_P > 1: the
-// module being computed and the one prefetched, layer by layer, with the
-// embedding before the first layer and the LM head after the last.
-double largest_gathered_parameters(const ModelSpec& model) {
-  const ParameterCount count = count_parameters(model);
-  double largest_layer = 0;
-  for (int layer = 0; layer < model.layers; ++layer) {
-    largest_layer = std::max(largest_layer, static_cast<double>(attention_parameters(model) + mlp_parameters(model, layer) +
-                                                                 2 * norm_parameters(model)));
-  }
-  const double first = static_cast<double>(count.embedding) + largest_layer;
-  const double last = static_cast<double>(count.lm_head + count.final_norm) + largest_layer;
-  return std::max({model.layers > 1 ? 2 * largest_layer : largest_layer, first, last});
-}
-
-}  // namespace
-
 MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& training, const Plan& plan,
                                 const ShardingFactors& factors, int data_parallel) {
   const double psi = static_cast<double>(count_parameters(model).total());
@@ -45,8 +28,20 @@ MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& tr
   memory.activations = activation_footprint(model, training).total();
 
   if (factors.parameters > 1) {
+    // Persistent tensors held whole, plus the most the fetch schedule holds
+    // gathered at once (over the hpZ group when gathered in the backward).
+    const std::vector<ModuleParameters> modules = model_modules(model);
+    const double threshold = plan.buckets.persistence_threshold_parameters;
+    const std::vector<double> elements = gathered_elements(modules, threshold);
+    const std::vector<FetchEntry> entries =
+        micro_batch_entries(modules, model.layers, training.recompute == Recompute::full);
+    const FetchSchedule schedule = schedule_fetches(entries, elements, fetch_policy(plan), fetch_limits(plan, e));
+    const double fp = factors.parameters, k = plan.secondary_parameter_group;
     memory.gathered_parameters =
-        e * largest_gathered_parameters(model) * (1.0 - 1.0 / factors.parameters);
+        e * persistent_elements(modules, threshold) * (1.0 - 1.0 / fp) +
+        peak_gathered_bytes(entries, schedule, elements, [&](std::size_t, bool backward) {
+          return e * (1.0 - 1.0 / (backward && k > 1 ? k : fp));
+        });
   }
   // With more than one rank, gradients are reduced through a bucket (the
   // whole gradient when smaller); with f_P = 1 and sharded optimizer states

@@ -6,9 +6,9 @@
 //   secondary parameter copy 2 Psi / k;
 // so ZeRO-0..3 give 16 Psi, 4 Psi + 12 Psi / N, 2 Psi + 14 Psi / N, 16 Psi / N.
 // On top: the activations of one micro-batch (activation_memory.h), the
-// parameters gathered around the module being computed when f_P > 1 (the
-// module and the one prefetched next, less the GPU's own shard), and the
-// buffers gradients are reduced through. The last two are the largest such
+// parameters gathered when f_P > 1 (the persistent tensors, and the most the
+// plan's fetch schedule holds at once, parameter_fetch.h; less the GPU's own
+// shard), and the buffers gradients are reduced through. The last two are the largest such
 // buffers alive at once, not a timeline; the simulated step refines them.
 #pragma once
 

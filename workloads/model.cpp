@@ -6,49 +6,99 @@
 
 namespace shardsim::workloads {
 
-std::int64_t norm_parameters(const ModelSpec& model) {
-  return model.norm == NormKind::layernorm ? 2 * model.hidden : model.hidden;
+namespace {
+
+using Tensors = std::vector<std::int64_t>;
+
+std::int64_t sum(const Tensors& tensors) {
+  std::int64_t total = 0;
+  for (std::int64_t t : tensors) total += t;
+  return total;
 }
 
-std::int64_t attention_parameters(const ModelSpec& model) {
+void append(Tensors& to, const Tensors& more) { to.insert(to.end(), more.begin(), more.end()); }
+
+Tensors norm_tensors(const ModelSpec& model) {
+  return model.norm == NormKind::layernorm ? Tensors{model.hidden, model.hidden} : Tensors{model.hidden};
+}
+
+Tensors attention_tensors(const ModelSpec& model) {
   const std::int64_t h = model.hidden;
   if (model.has_mla) {
     const MlaSpec& m = model.mla;
     const std::int64_t qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim;
     // Queries through a rank-q_lora bottleneck (with its norm), or directly.
-    const std::int64_t q = m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * model.heads * qk_head
-                                             : h * model.heads * qk_head;
+    Tensors tensors = m.q_lora_rank > 0 ? Tensors{h * m.q_lora_rank, m.q_lora_rank, m.q_lora_rank * model.heads * qk_head}
+                                        : Tensors{h * model.heads * qk_head};
     // Keys and values from a shared rank-kv_lora latent (with its norm) plus a
     // decoupled rotary key shared by the heads.
-    const std::int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
-                            m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim);
-    const std::int64_t out = model.heads * m.v_head_dim * h;
-    return q + kv + out;
+    append(tensors, {h * (m.kv_lora_rank + m.qk_rope_head_dim), m.kv_lora_rank,
+                     m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim), model.heads * m.v_head_dim * h});
+    return tensors;
   }
   const std::int64_t q = model.heads * model.head_dim;
   const std::int64_t kv = model.kv_heads * model.head_dim;
-  std::int64_t parameters = h * (q + 2 * kv) + q * h;
-  if (model.linear_biases) parameters += q + 2 * kv + h;
-  return parameters;
+  Tensors tensors = {h * q, h * kv, h * kv};
+  if (model.linear_biases) append(tensors, {q, kv, kv});
+  tensors.push_back(q * h);
+  if (model.linear_biases) tensors.push_back(h);
+  return tensors;
 }
 
-namespace {
+// Gate (SwiGLU), up and down projections, with their biases.
+Tensors ffn_tensors(const ModelSpec& model, std::int64_t ffn) {
+  const std::int64_t h = model.hidden;
+  const bool swiglu = model.mlp == MlpKind::swiglu;
+  Tensors tensors = swiglu ? Tensors{h * ffn, h * ffn} : Tensors{h * ffn};
+  if (model.linear_biases) tensors.insert(tensors.end(), swiglu ? 2 : 1, ffn);
+  tensors.push_back(ffn * h);
+  if (model.linear_biases) tensors.push_back(h);
+  return tensors;
+}
 
-std::int64_t ffn_parameters(const ModelSpec& model, std::int64_t ffn) {
-  const std::int64_t matrices = model.mlp == MlpKind::swiglu ? 3 : 2;
-  std::int64_t parameters = matrices * model.hidden * ffn;
-  if (model.linear_biases) parameters += (matrices - 1) * ffn + model.hidden;
-  return parameters;
+Tensors mlp_tensors(const ModelSpec& model, int layer) {
+  if (!model.moe_layer(layer)) return ffn_tensors(model, model.ffn_hidden);
+  const MoeSpec& moe = model.moe;
+  Tensors tensors = {model.hidden * moe.experts};  // router
+  for (int expert = 0; expert < moe.experts; ++expert) append(tensors, ffn_tensors(model, moe.expert_ffn_hidden));
+  for (int expert = 0; expert < moe.shared_experts; ++expert) {
+    append(tensors, ffn_tensors(model, moe.shared_expert_ffn_hidden));
+  }
+  return tensors;
+}
+
+ModuleParameters module(std::string name, int layer, const Tensors& tensors) {
+  ModuleParameters m;
+  m.name = std::move(name);
+  m.layer = layer;
+  m.parameters = static_cast<double>(sum(tensors));
+  m.parameter_tensors.assign(tensors.begin(), tensors.end());
+  return m;
 }
 
 }  // namespace
 
-std::int64_t mlp_parameters(const ModelSpec& model, int layer) {
-  if (!model.moe_layer(layer)) return ffn_parameters(model, model.ffn_hidden);
-  const MoeSpec& moe = model.moe;
-  return model.hidden * moe.experts  // router
-         + moe.experts * ffn_parameters(model, moe.expert_ffn_hidden) +
-         moe.shared_experts * ffn_parameters(model, moe.shared_expert_ffn_hidden);
+std::int64_t norm_parameters(const ModelSpec& model) { return sum(norm_tensors(model)); }
+std::int64_t attention_parameters(const ModelSpec& model) { return sum(attention_tensors(model)); }
+std::int64_t mlp_parameters(const ModelSpec& model, int layer) { return sum(mlp_tensors(model, layer)); }
+
+std::vector<ModuleParameters> model_modules(const ModelSpec& model) {
+  std::vector<ModuleParameters> modules;
+  Tensors embedding = {model.vocab * model.hidden};
+  if (model.positions == PositionKind::learned) embedding.push_back(model.max_positions * model.hidden);
+  modules.push_back(module("embedding", -1, embedding));
+  for (int layer = 0; layer < model.layers; ++layer) {
+    const std::string prefix = "layer" + std::to_string(layer) + ".";
+    Tensors attention = norm_tensors(model), mlp = norm_tensors(model);
+    append(attention, attention_tensors(model));
+    append(mlp, mlp_tensors(model, layer));
+    modules.push_back(module(prefix + "attention", layer, attention));
+    modules.push_back(module(prefix + "mlp", layer, mlp));
+  }
+  Tensors head = norm_tensors(model);
+  if (!model.tied_embeddings) head.push_back(model.vocab * model.hidden);
+  modules.push_back(module("head", model.layers, head));
+  return modules;
 }
 
 ParameterCount count_parameters(const ModelSpec& model) {

@@ -89,6 +89,20 @@ std::int64_t mlp_parameters(const ModelSpec& model, int layer);  // one layer, r
 std::int64_t norm_parameters(const ModelSpec& model);            // one norm
 ParameterCount count_parameters(const ModelSpec& model);
 
+// A module: the unit whose parameters are gathered and freed together under
+// parameter sharding: the embedding, each layer's attention block (its norm
+// included) and MLP block (likewise; a MoE layer's router and experts), and
+// the head (final norm, LM head unless tied).
+struct ModuleParameters {
+  std::string name;  // "embedding", "layer3.attention", "layer3.mlp", "head"
+  int layer = -1;    // -1 for the embedding, `layers` for the head
+  double parameters = 0;
+  // Elements of each parameter tensor, in the order the forward uses them:
+  // the unit DeepSpeed hooks, prefetches and keeps persistent.
+  std::vector<double> parameter_tensors;
+};
+std::vector<ModuleParameters> model_modules(const ModelSpec& model);
+
 // Checks shapes (positive sizes, heads dividing hidden where head_dim is not
 // given, kv_heads dividing heads, MoE fields consistent); throws InputError
 // naming `file` and the field.

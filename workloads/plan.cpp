@@ -61,6 +61,10 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   plan.buckets.all_gather_bytes = buckets.positive_number("all_gather_bytes");
   plan.buckets.prefetch_bytes = buckets.non_negative_number("prefetch_bytes");
   plan.buckets.persistence_threshold_parameters = buckets.non_negative_number("persistence_threshold_parameters");
+  for (auto [key, value] : {std::pair{"max_live_parameters", &plan.buckets.max_live_parameters},
+                            std::pair{"max_reuse_distance_parameters", &plan.buckets.max_reuse_distance_parameters}}) {
+    if (buckets.has(key)) *value = buckets.non_negative_number(key);
+  }
   buckets.finish();
   auto overlap = reader.object("overlap");
   plan.overlap.gather_scatter = overlap.boolean("gather_scatter");

@@ -14,7 +14,8 @@
 //    "factors": {"parameters": "all", "gradients": "all", "optimizer": "all"},
 //    "secondary_parameter_group": 1, "hierarchical_gradient_reduction": false,
 //    "buckets": {"reduce_bytes": 1e9, "all_gather_bytes": 1e9, "prefetch_bytes": 1e8,
-//                "persistence_threshold_parameters": 1e5},
+//                "persistence_threshold_parameters": 1e5, "max_live_parameters": 1e9,
+//                "max_reuse_distance_parameters": 1e9},
 //    "overlap": {"gather_scatter": true, "optimizer_all_reduce": true, "parameter_broadcast": true},
 //    "behaviour": "as_implemented", "multi_rank_bucketing": false, "flat_all_gather": false,
 //    "sources": ["..."]}
@@ -59,6 +60,10 @@ struct BucketSizes {
   double all_gather_bytes = 0;
   double prefetch_bytes = 0;
   double persistence_threshold_parameters = 0;
+  // DeepSpeed ZeRO-3's bounds on gathered parameters (parameter_fetch.h);
+  // optional in plan files, DeepSpeed's defaults when absent.
+  double max_live_parameters = 1e9;
+  double max_reuse_distance_parameters = 1e9;
 };
 
 struct OverlapSwitches {

@@ -1,6 +1,7 @@
 #include "workloads/step_compiler.h"
 
 #include "workloads/memory_model.h"
+#include "workloads/parameter_fetch.h"
 #include "workloads/transformer_kernels.h"
 
 #include <algorithm>
@@ -94,6 +95,7 @@ class StepBuilder {
 
   void make_communicators();
   void set_resident_memory();
+  void schedule_parameter_fetches();
   void emit_parameter_update(const std::vector<OpIndex>& deps);
   void forward(int micro_batch);
   void backward(int micro_batch, bool last);
@@ -104,6 +106,9 @@ class StepBuilder {
                                int stream, std::vector<OpIndex> deps);
   void gather(std::size_t module, const std::string& prefix, int communicator_index, double group_size,
               std::vector<OpIndex> deps);
+  void issue_gathers(std::size_t entry, const std::string& prefix);
+  void free_gathered(std::size_t entry, const std::string& prefix);
+  std::vector<OpIndex> gathers_of(std::size_t entry) const;
 
   const StepConfig& config_;
   Program& program_;
@@ -120,7 +125,12 @@ class StepBuilder {
   std::optional<OpIndex> last_compute_;
   std::vector<OpIndex> blocking_;                 // the next kernel waits for these
   std::vector<std::optional<OpIndex>> update_of_module_;
-  std::vector<std::optional<OpIndex>> gathered_;  // all-gather of each module in the current pass
+  std::vector<FetchEntry> fetch_entries_;         // one micro-batch's forward modules, then backward groups
+  FetchSchedule fetch_;
+  std::vector<double> gather_elements_;           // per module: 0 when unsharded or all persistent
+  std::vector<double> gathered_bytes_;            // per module: what its live gather holds
+  double persistent_elements_ = 0;                // held whole on every GPU, gathered once per step
+  std::vector<std::optional<OpIndex>> gathered_;  // latest all-gather of each module in this micro-batch
   std::vector<std::optional<OpIndex>> activation_alloc_;
   std::vector<std::size_t> bucket_;               // modules whose gradients wait to be reduced
   std::vector<OpIndex> last_reductions_;          // the optimizer waits for these
@@ -202,98 +212,73 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
                          std::vector<OpIndex> deps) {
   const ModuleWork& work = modules_[module];
   if (update_of_module_[module] && update_at_start_) deps.push_back(*update_of_module_[module]);
-  memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters,
-         e_ * work.parameters * (1 - 1 / group_size), gather_stream);
+  gathered_bytes_[module] = e_ * gather_elements_[module] * (1 - 1 / group_size);
+  memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters, gathered_bytes_[module],
+         gather_stream);
   gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
-                                 e_ * work.parameters, gather_stream, std::move(deps));
+                                 e_ * gather_elements_[module], gather_stream, std::move(deps));
+}
+
+// The gathers the fetch schedule issues as entry t starts: over the
+// secondary (hpZ) group when issued in the backward, named after the use
+// they serve.
+void StepBuilder::issue_gathers(std::size_t t, const std::string& prefix) {
+  if (fetch_.gather_at[t].empty()) return;
+  const bool backward = fetch_entries_[t].backward && comms_.secondary.has_value();
+  const int communicator = backward ? *comms_.secondary : *comms_.parameters;
+  const double group = backward ? config_.plan.secondary_parameter_group : static_cast<double>(factors_.parameters);
+  for (const FetchSchedule::Gather& g : fetch_.gather_at[t]) {
+    gather(g.module, prefix + (g.serves_backward ? "backward." : ""), communicator, group, after_last_compute());
+  }
+}
+
+void StepBuilder::free_gathered(std::size_t t, const std::string& prefix) {
+  for (std::size_t m : fetch_.free_after[t]) {
+    memory(prefix + (fetch_entries_[t].backward ? "backward." : "") + "gather." + modules_[m].name + ".free",
+           MemoryCategory::gathered_parameters, -gathered_bytes_[m], compute_stream);
+  }
+}
+
+std::vector<OpIndex> StepBuilder::gathers_of(std::size_t t) const {
+  std::vector<OpIndex> deps;
+  for (std::size_t m : fetch_entries_[t].modules) {
+    if (gathered_[m]) deps.push_back(*gathered_[m]);
+  }
+  return deps;
 }
 
 void StepBuilder::forward(int micro_batch) {
   const std::string prefix = "mb" + std::to_string(micro_batch) + ".";
-  const bool sharded = comms_.parameters.has_value();
-  const bool overlap = config_.plan.overlap.gather_scatter;
-  const double fp = factors_.parameters;
-  // Gather groups: the embedding, each layer's two modules, the head.
-  std::vector<std::vector<std::size_t>> groups;
-  for (std::size_t module = 0; module < modules_.size(); ++module) {
-    if (groups.empty() || modules_[module].layer != modules_[groups.back().front()].layer) groups.emplace_back();
-    groups.back().push_back(module);
-  }
   std::fill(gathered_.begin(), gathered_.end(), std::nullopt);
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    // With overlap, a layer's gathers are all issued when the previous layer
-    // starts; without, each module's gather when that module is next.
-    if (sharded && overlap) {
-      for (std::size_t module : groups[g]) {
-        if (!gathered_[module]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
-      }
-      if (g + 1 < groups.size()) {
-        for (std::size_t module : groups[g + 1]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
-      }
+  for (std::size_t module = 0; module < modules_.size(); ++module) {
+    const std::size_t t = module;  // forward entries are the modules in order
+    const ModuleWork& work = modules_[module];
+    issue_gathers(t, prefix);
+    std::vector<OpIndex> deps = gathers_of(t);
+    if (micro_batch == 0 && update_at_start_ && update_of_module_[module]) deps.push_back(*update_of_module_[module]);
+    activation_alloc_[module] = memory(prefix + work.name + ".activations.alloc", MemoryCategory::activations,
+                                       work.activation_bytes, compute_stream);
+    for (std::size_t k = 0; k < work.forward.size(); ++k) {
+      kernel(work.forward[k], prefix + work.name + ".", k == 0 ? deps : std::vector<OpIndex>{});
     }
-    for (std::size_t module : groups[g]) {
-      const ModuleWork& work = modules_[module];
-      std::vector<OpIndex> deps;
-      if (sharded && !gathered_[module]) gather(module, prefix, *comms_.parameters, fp, after_last_compute());
-      if (sharded) deps.push_back(*gathered_[module]);
-      if (micro_batch == 0 && update_at_start_ && update_of_module_[module]) deps.push_back(*update_of_module_[module]);
-      activation_alloc_[module] = memory(prefix + work.name + ".activations.alloc", MemoryCategory::activations,
-                                         work.activation_bytes, compute_stream);
-      for (std::size_t k = 0; k < work.forward.size(); ++k) {
-        kernel(work.forward[k], prefix + work.name + ".", k == 0 ? deps : std::vector<OpIndex>{});
-      }
-      if (sharded) {
-        memory(prefix + "gather." + work.name + ".free", MemoryCategory::gathered_parameters,
-               -e_ * work.parameters * (1 - 1 / fp), compute_stream);
-      }
-    }
+    free_gathered(t, prefix);
   }
 }
 
 void StepBuilder::backward(int micro_batch, bool last) {
   const std::string prefix = "mb" + std::to_string(micro_batch) + ".";
-  const bool sharded = comms_.parameters.has_value();
-  const bool overlap = config_.plan.overlap.gather_scatter;
-  const bool full_recompute = config_.training.recompute == Recompute::full;
-  const int gather_communicator = comms_.secondary ? *comms_.secondary : (sharded ? *comms_.parameters : -1);
-  const double gather_group =
-      comms_.secondary ? config_.plan.secondary_parameter_group : static_cast<double>(factors_.parameters);
-  // Backward gather groups: one module at a time, or a whole layer when it is
-  // recomputed (the recompute forward keeps its gathered parameters for the
-  // gradients that follow).
-  std::vector<std::vector<std::size_t>> groups;
-  for (std::size_t i = modules_.size(); i-- > 0;) {
-    const bool same_layer = !groups.empty() && modules_[i].layer == modules_[groups.back().front()].layer;
-    if (full_recompute && same_layer && modules_[i].layer >= 0 && modules_[i].layer < config_.model.layers) {
-      groups.back().insert(groups.back().begin(), i);  // attention before MLP: forward order for the recompute
-    } else {
-      groups.push_back({i});
-    }
-  }
-  std::fill(gathered_.begin(), gathered_.end(), std::nullopt);
   const bool gradients_sharded = factors_.gradients > 1;
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (sharded) {
-      for (std::size_t module : groups[g]) {
-        if (!gathered_[module]) gather(module, prefix + "backward.", gather_communicator, gather_group, after_last_compute());
-      }
-      if (overlap && g + 1 < groups.size()) {
-        for (std::size_t module : groups[g + 1]) {
-          gather(module, prefix + "backward.", gather_communicator, gather_group, after_last_compute());
-        }
-      }
-    }
-    std::vector<OpIndex> deps;
-    if (sharded) {
-      for (std::size_t module : groups[g]) deps.push_back(*gathered_[module]);
-    }
+  for (std::size_t t = modules_.size(); t < fetch_entries_.size(); ++t) {
+    const std::vector<std::size_t>& group = fetch_entries_[t].modules;
+    issue_gathers(t, prefix);
+    std::vector<OpIndex> deps = gathers_of(t);
     // Recompute (whole layer under full recompute, or a module's attention
     // core under selective recompute without flash attention).
     double working = 0;
-    for (std::size_t module : groups[g]) working += modules_[module].recompute_working_bytes;
+    for (std::size_t module : group) working += modules_[module].recompute_working_bytes;
     if (working > 0) memory(prefix + "recompute.alloc", MemoryCategory::activations, working, compute_stream);
     // The backward runs in reverse module order inside the group.
-    for (auto it = groups[g].rbegin(); it != groups[g].rend(); ++it) {
+    for (auto it = group.rbegin(); it != group.rend(); ++it) {
       const std::size_t module = *it;
       const ModuleWork& work = modules_[module];
       const std::string name = prefix + work.name + ".";
@@ -313,12 +298,7 @@ void StepBuilder::backward(int micro_batch, bool last) {
       if (bucket_bytes >= config_.plan.buckets.reduce_bytes || module == 0) flush_gradient_bucket(micro_batch, last);
     }
     if (working > 0) memory(prefix + "recompute.free", MemoryCategory::activations, -working, compute_stream);
-    if (sharded) {
-      for (std::size_t module : groups[g]) {
-        memory(prefix + "backward.gather." + modules_[module].name + ".free", MemoryCategory::gathered_parameters,
-               -e_ * modules_[module].parameters * (1 - 1 / gather_group), compute_stream);
-      }
-    }
+    free_gathered(t, prefix);
   }
 }
 
@@ -431,6 +411,7 @@ void StepBuilder::build() {
   activation_alloc_.assign(modules_.size(), std::nullopt);
   make_communicators();
   set_resident_memory();
+  schedule_parameter_fetches();
 
   const bool deepspeed_gathers_at_end = c.plan.as_implemented && c.plan.system == ShardingSystem::zero;
   update_at_start_ = comms_.update && c.plan.overlap.parameter_broadcast && !deepspeed_gathers_at_end;
@@ -461,6 +442,30 @@ void StepBuilder::build() {
   adam.hbm_bytes = kAdamBytesPerParameter * psi / factors_.optimizer;
   const OpIndex optimizer = kernel(adam, "", last_reductions_);
   if (!update_at_start_) emit_parameter_update({optimizer});
+  // DeepSpeed ZeRO-3 gathers the updated persistent parameters at the end of
+  // its step, in one call.
+  if (persistent_elements_ > 0) {
+    collective("update.persistent.all_gather", CollectiveOp::all_gather, *comms_.parameters, e_ * persistent_elements_,
+               gather_stream, {optimizer});
+  }
+}
+
+// Which parameters each micro-batch gathers when (parameter_fetch.h), and
+// the persistent ones held whole on every GPU.
+void StepBuilder::schedule_parameter_fetches() {
+  const Plan& plan = config_.plan;
+  const std::vector<ModuleParameters> modules = model_modules(config_.model);  // modules_'s order
+  fetch_entries_ = micro_batch_entries(modules, config_.model.layers, config_.training.recompute == Recompute::full);
+  gather_elements_.assign(modules_.size(), 0.0);  // unsharded: nothing to gather
+  gathered_bytes_.assign(modules_.size(), 0.0);
+  if (comms_.parameters) {
+    const double threshold = plan.buckets.persistence_threshold_parameters;
+    gather_elements_ = gathered_elements(modules, threshold);
+    persistent_elements_ = persistent_elements(modules, threshold);
+    program_.programs.front().resident_bytes[static_cast<std::size_t>(MemoryCategory::gathered_parameters)] =
+        e_ * persistent_elements_ * (1 - 1.0 / factors_.parameters);
+  }
+  fetch_ = schedule_fetches(fetch_entries_, gather_elements_, fetch_policy(plan), fetch_limits(plan, e_));
 }
 
 }  // namespace

@@ -22,11 +22,14 @@
 //
 // Streams: compute, parameter_gather, gradient_reduce, optimizer_reduce,
 // parameter_update. The plan's overlap switches (TECHNIQUES.md section 2):
-//   gather_scatter       forward all-gathers for layer i+1 are issued when
-//                        layer i starts, backward ones one module ahead, and
-//                        gradient reduce-scatters run beside the backward;
-//                        off: each gather is issued when its module is next
-//                        and the backward waits for each reduce-scatter;
+//   gather_scatter       parameter all-gathers run ahead of the modules that
+//                        need them, as the plan's fetch policy schedules them
+//                        (parameter_fetch.h: DeepSpeed's prefetch queue for
+//                        ZeRO, MiCS and ZeRO++, layer-ahead for AMSP and
+//                        FSDP), and gradient reduce-scatters run beside the
+//                        backward; off: each gather is issued when its module
+//                        is next and the backward waits for each
+//                        reduce-scatter;
 //   optimizer_all_reduce the last micro-batch's replica reductions run in
 //                        buckets during its backward; off: after it;
 //   parameter_broadcast  the parameter update of the previous step runs at the
@@ -41,11 +44,12 @@
 // all-reduce of the bucket instead; "ideal": a reduce-scatter). Buckets:
 // gradients are reduced in buckets of at least buckets.reduce_bytes, whole
 // modules at a time; flat_all_gather makes the ZeRO-1/2 parameter
-// all-gather one call instead of all_gather_bytes buckets. Not modelled yet,
-// though parsed and kept in the Plan: the ZeRO-3 prefetch bucket (gathers
-// run one layer ahead instead) and the persistence threshold (every module
-// is sharded); with tied embeddings the head's GEMM uses the embedding
-// module's gather.
+// all-gather one call instead of all_gather_bytes buckets. Tensors of at most
+// buckets.persistence_threshold_parameters elements are held whole on every
+// GPU when f_P > 1, left out of the module gathers and gathered once after
+// the optimizer, as DeepSpeed ZeRO-3 does. Not modelled: with tied embeddings
+// the head's GEMM does not gather the embedding again (one embedding-sized
+// gather per pass too few under parameter sharding).
 #pragma once
 
 #include "workloads/model.h"

@@ -107,25 +107,25 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   x.gemm_dtype = training.fp8_gemms ? Dtype::fp8 : x.dtype;
   const double T = x.tokens, h = x.hidden;
   const bool swiglu = model.mlp == MlpKind::swiglu;
-  const ParameterCount count = count_parameters(model);
+  // Modules in model_modules' order: embedding, per layer attention and MLP, head.
+  const std::vector<ModuleParameters> parameters = model_modules(model);
+  std::size_t next = 0;
+  auto module_work = [&] {
+    ModuleWork work;
+    static_cast<ModuleParameters&>(work) = parameters[next++];
+    return work;
+  };
 
   std::vector<ModuleWork> modules;
-  ModuleWork embedding;
-  embedding.name = "embedding";
-  embedding.layer = -1;
-  embedding.parameters = static_cast<double>(count.embedding);
+  ModuleWork embedding = module_work();
   embedding.forward.push_back(elementwise("embedding", x, (model.positions == PositionKind::learned ? 5 : 2) * T * h));
   embedding.backward.push_back(elementwise("embedding.backward", x, 3 * T * h));
   modules.push_back(std::move(embedding));
 
   for (int layer = 0; layer < model.layers; ++layer) {
-    const std::string prefix = "layer" + std::to_string(layer) + ".";
     const double layer_activations = T * layer_activation_bytes_per_token(model, training, layer);
 
-    ModuleWork attention;
-    attention.name = prefix + "attention";
-    attention.layer = layer;
-    attention.parameters = static_cast<double>(attention_parameters(model) + norm_parameters(model));
+    ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;
     attention_core(x, training.flash_attention, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * T * h));
@@ -143,10 +143,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     attention.backward.push_back(gemm("qkv.wgrad", x, h, x.query + 2 * x.kv, T));
     attention.backward.push_back(elementwise("attention_norm.backward", x, 3 * T * h));
 
-    ModuleWork mlp;
-    mlp.name = prefix + "mlp";
-    mlp.layer = layer;
-    mlp.parameters = static_cast<double>(mlp_parameters(model, layer) + norm_parameters(model));
+    ModuleWork mlp = module_work();
     const double first_out = swiglu ? 2 * x.ffn : x.ffn;
     mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
     mlp.forward.push_back(gemm(swiglu ? "gate_up" : "up", x, T, first_out, h));
@@ -180,10 +177,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     modules.push_back(std::move(mlp));
   }
 
-  ModuleWork head;
-  head.name = "head";
-  head.layer = model.layers;
-  head.parameters = static_cast<double>(count.lm_head + count.final_norm);
+  ModuleWork head = module_work();
   head.forward.push_back(elementwise("final_norm", x, 2 * T * h));
   linear("lm_head", x, h, x.vocab, head.forward, head.backward);
   // Cross-entropy reads the logits and keeps their fp32 upcast for backward.

@@ -2,11 +2,10 @@
 // module, with the FLOPs and HBM bytes each moves: what the compiler turns
 // into compute ops.
 //
-// A module is the unit whose parameters are gathered and freed together
-// under parameter sharding: the embedding, each layer's attention block
-// (input norm, QKV, rotary, attention core, output projection, residual add)
-// and MLP block (norm, gate/up, activation, down, residual add), and the head
-// (final norm, LM head, cross-entropy loss).
+// Modules are model.h's: the embedding, each layer's attention block (input
+// norm, QKV, rotary, attention core, output projection, residual add) and MLP
+// block (norm, gate/up, activation, down, residual add), and the head (final
+// norm, LM head, cross-entropy loss).
 //
 // Counting, with T tokens in the micro-batch, e bytes per value:
 //   GEMM (m, n, k) = (T, out, in): 2 m n k FLOPs, e (m k + k n + m n) bytes;
@@ -41,10 +40,8 @@ struct KernelSpec {
   GemmShape gemm;
 };
 
-struct ModuleWork {
-  std::string name;  // "embedding", "layer3.attention", "layer3.mlp", "head"
-  int layer = -1;    // -1 for the embedding, `layers` for the head
-  double parameters = 0;
+// A module (model.h) and its kernels.
+struct ModuleWork : ModuleParameters {
   std::vector<KernelSpec> forward;
   std::vector<KernelSpec> backward;
   // Forward kernels run again in backward before `backward`: the attention

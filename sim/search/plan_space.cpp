@@ -44,6 +44,16 @@ std::vector<Plan> systems(const SearchSpace& space, int gpus, int gpus_per_node)
     for (const char* preset : {"zero0", "zero1", "zero2", "zero3", "fsdp-full-shard", "fsdp-shard-grad-op"}) {
       plans.push_back(workloads::load_plan(preset));
     }
+    // The presets reduce ZeRO-1/2 gradients to their owners, as DeepSpeed
+    // releases before PR #4695 did; current DeepSpeed all-reduces each bucket
+    // (multi-rank bucketing, TECHNIQUES.md section 6) by default.
+    for (const char* preset : {"zero1", "zero2"}) {
+      Plan current = workloads::load_plan(preset);
+      current.name += "-multi-rank";
+      current.multi_rank_bucketing = true;
+      current.sources.push_back("use_multi_rank_bucket_allreduce, DeepSpeed's default since PR #4695");
+      plans.push_back(std::move(current));
+    }
     const Plan hybrid = workloads::load_plan("fsdp-hybrid-8");
     const Plan mics = workloads::load_plan("mics-8");
     const Plan zeropp = workloads::load_plan("zeropp-hpz8");
