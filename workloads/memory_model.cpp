@@ -30,16 +30,12 @@ MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& tr
   if (factors.parameters > 1) {
     // Persistent tensors held whole, plus the most the fetch schedule holds
     // gathered at once (over the hpZ group when gathered in the backward).
-    const std::vector<ModuleParameters> modules = model_modules(model);
-    const double threshold = plan.buckets.persistence_threshold_parameters;
-    const std::vector<double> elements = gathered_elements(modules, threshold);
-    const std::vector<FetchEntry> entries =
-        micro_batch_entries(modules, model.layers, training.recompute == Recompute::full);
-    const FetchSchedule schedule = schedule_fetches(entries, elements, fetch_policy(plan), fetch_limits(plan, e));
+    const ParameterFetches fetches = plan_parameter_fetches(
+        model_modules(model), model.layers, training.recompute == Recompute::full, plan, e, true);
     const double fp = factors.parameters, k = plan.secondary_parameter_group;
     memory.gathered_parameters =
-        e * persistent_elements(modules, threshold) * (1.0 - 1.0 / fp) +
-        peak_gathered_bytes(entries, schedule, elements, [&](std::size_t, bool backward) {
+        e * fetches.persistent_elements * (1.0 - 1.0 / fp) +
+        peak_gathered_bytes(fetches.entries, fetches.schedule, fetches.elements, [&](std::size_t, bool backward) {
           return e * (1.0 - 1.0 / (backward && k > 1 ? k : fp));
         });
   }

@@ -187,4 +187,19 @@ FetchSchedule schedule_fetches(const std::vector<FetchEntry>& entries, const std
   return s.take();
 }
 
+ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int layers, bool full_recompute,
+                                        const Plan& plan, double bytes_per_value, bool sharded) {
+  ParameterFetches fetches;
+  fetches.entries = micro_batch_entries(modules, layers, full_recompute);
+  fetches.elements.assign(modules.size(), 0.0);
+  if (sharded) {
+    const double threshold = plan.buckets.persistence_threshold_parameters;
+    fetches.elements = gathered_elements(modules, threshold);
+    fetches.persistent_elements = persistent_elements(modules, threshold);
+  }
+  fetches.schedule =
+      schedule_fetches(fetches.entries, fetches.elements, fetch_policy(plan), fetch_limits(plan, bytes_per_value));
+  return fetches;
+}
+
 }  // namespace shardsim::workloads

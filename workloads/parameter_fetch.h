@@ -78,6 +78,18 @@ FetchLimits fetch_limits(const Plan& plan, double bytes_per_value);
 FetchSchedule schedule_fetches(const std::vector<FetchEntry>& entries, const std::vector<double>& elements,
                                FetchPolicy policy, const FetchLimits& limits);
 
+// All of the above for one plan over a model's modules, as the step compiler
+// emits it and the memory model peaks it; unsharded (f_P = 1), nothing is
+// gathered or persistent.
+struct ParameterFetches {
+  std::vector<FetchEntry> entries;
+  std::vector<double> elements;  // gathered per module
+  double persistent_elements = 0;
+  FetchSchedule schedule;
+};
+ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int layers, bool full_recompute,
+                                        const Plan& plan, double bytes_per_value, bool sharded);
+
 // The most gathered bytes alive at once, a gather costing
 // bytes_per_element(module, issued_in_backward) while it lives.
 template <typename BytesPerElement>

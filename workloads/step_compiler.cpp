@@ -125,11 +125,8 @@ class StepBuilder {
   std::optional<OpIndex> last_compute_;
   std::vector<OpIndex> blocking_;                 // the next kernel waits for these
   std::vector<std::optional<OpIndex>> update_of_module_;
-  std::vector<FetchEntry> fetch_entries_;         // one micro-batch's forward modules, then backward groups
-  FetchSchedule fetch_;
-  std::vector<double> gather_elements_;           // per module: 0 when unsharded or all persistent
+  ParameterFetches fetch_;                        // one micro-batch's gathers and frees (parameter_fetch.h)
   std::vector<double> gathered_bytes_;            // per module: what its live gather holds
-  double persistent_elements_ = 0;                // held whole on every GPU, gathered once per step
   std::vector<std::optional<OpIndex>> gathered_;  // latest all-gather of each module in this micro-batch
   std::vector<std::optional<OpIndex>> activation_alloc_;
   std::vector<std::size_t> bucket_;               // modules whose gradients wait to be reduced
@@ -212,36 +209,37 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
                          std::vector<OpIndex> deps) {
   const ModuleWork& work = modules_[module];
   if (update_of_module_[module] && update_at_start_) deps.push_back(*update_of_module_[module]);
-  gathered_bytes_[module] = e_ * gather_elements_[module] * (1 - 1 / group_size);
+  gathered_bytes_[module] = e_ * fetch_.elements[module] * (1 - 1 / group_size);
   memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters, gathered_bytes_[module],
          gather_stream);
   gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
-                                 e_ * gather_elements_[module], gather_stream, std::move(deps));
+                                 e_ * fetch_.elements[module], gather_stream, std::move(deps));
 }
 
 // The gathers the fetch schedule issues as entry t starts: over the
 // secondary (hpZ) group when issued in the backward, named after the use
 // they serve.
 void StepBuilder::issue_gathers(std::size_t t, const std::string& prefix) {
-  if (fetch_.gather_at[t].empty()) return;
-  const bool backward = fetch_entries_[t].backward && comms_.secondary.has_value();
-  const int communicator = backward ? *comms_.secondary : *comms_.parameters;
-  const double group = backward ? config_.plan.secondary_parameter_group : static_cast<double>(factors_.parameters);
-  for (const FetchSchedule::Gather& g : fetch_.gather_at[t]) {
+  if (fetch_.schedule.gather_at[t].empty()) return;
+  const bool over_secondary = fetch_.entries[t].backward && comms_.secondary.has_value();
+  const int communicator = over_secondary ? *comms_.secondary : *comms_.parameters;
+  const double group =
+      over_secondary ? config_.plan.secondary_parameter_group : static_cast<double>(factors_.parameters);
+  for (const FetchSchedule::Gather& g : fetch_.schedule.gather_at[t]) {
     gather(g.module, prefix + (g.serves_backward ? "backward." : ""), communicator, group, after_last_compute());
   }
 }
 
 void StepBuilder::free_gathered(std::size_t t, const std::string& prefix) {
-  for (std::size_t m : fetch_.free_after[t]) {
-    memory(prefix + (fetch_entries_[t].backward ? "backward." : "") + "gather." + modules_[m].name + ".free",
+  for (std::size_t m : fetch_.schedule.free_after[t]) {
+    memory(prefix + (fetch_.entries[t].backward ? "backward." : "") + "gather." + modules_[m].name + ".free",
            MemoryCategory::gathered_parameters, -gathered_bytes_[m], compute_stream);
   }
 }
 
 std::vector<OpIndex> StepBuilder::gathers_of(std::size_t t) const {
   std::vector<OpIndex> deps;
-  for (std::size_t m : fetch_entries_[t].modules) {
+  for (std::size_t m : fetch_.entries[t].modules) {
     if (gathered_[m]) deps.push_back(*gathered_[m]);
   }
   return deps;
@@ -268,8 +266,8 @@ void StepBuilder::forward(int micro_batch) {
 void StepBuilder::backward(int micro_batch, bool last) {
   const std::string prefix = "mb" + std::to_string(micro_batch) + ".";
   const bool gradients_sharded = factors_.gradients > 1;
-  for (std::size_t t = modules_.size(); t < fetch_entries_.size(); ++t) {
-    const std::vector<std::size_t>& group = fetch_entries_[t].modules;
+  for (std::size_t t = modules_.size(); t < fetch_.entries.size(); ++t) {
+    const std::vector<std::size_t>& group = fetch_.entries[t].modules;
     issue_gathers(t, prefix);
     std::vector<OpIndex> deps = gathers_of(t);
     // Recompute (whole layer under full recompute, or a module's attention
@@ -444,8 +442,8 @@ void StepBuilder::build() {
   if (!update_at_start_) emit_parameter_update({optimizer});
   // DeepSpeed ZeRO-3 gathers the updated persistent parameters at the end of
   // its step, in one call.
-  if (persistent_elements_ > 0) {
-    collective("update.persistent.all_gather", CollectiveOp::all_gather, *comms_.parameters, e_ * persistent_elements_,
+  if (fetch_.persistent_elements > 0) {
+    collective("update.persistent.all_gather", CollectiveOp::all_gather, *comms_.parameters, e_ * fetch_.persistent_elements,
                gather_stream, {optimizer});
   }
 }
@@ -453,19 +451,15 @@ void StepBuilder::build() {
 // Which parameters each micro-batch gathers when (parameter_fetch.h), and
 // the persistent ones held whole on every GPU.
 void StepBuilder::schedule_parameter_fetches() {
-  const Plan& plan = config_.plan;
-  const std::vector<ModuleParameters> modules = model_modules(config_.model);  // modules_'s order
-  fetch_entries_ = micro_batch_entries(modules, config_.model.layers, config_.training.recompute == Recompute::full);
-  gather_elements_.assign(modules_.size(), 0.0);  // unsharded: nothing to gather
+  const bool sharded = comms_.parameters.has_value();
+  fetch_ = plan_parameter_fetches(std::vector<ModuleParameters>(modules_.begin(), modules_.end()),
+                                  config_.model.layers, config_.training.recompute == Recompute::full, config_.plan, e_,
+                                  sharded);
   gathered_bytes_.assign(modules_.size(), 0.0);
-  if (comms_.parameters) {
-    const double threshold = plan.buckets.persistence_threshold_parameters;
-    gather_elements_ = gathered_elements(modules, threshold);
-    persistent_elements_ = persistent_elements(modules, threshold);
+  if (sharded) {
     program_.programs.front().resident_bytes[static_cast<std::size_t>(MemoryCategory::gathered_parameters)] =
-        e_ * persistent_elements_ * (1 - 1.0 / factors_.parameters);
+        e_ * fetch_.persistent_elements * (1 - 1.0 / factors_.parameters);
   }
-  fetch_ = schedule_fetches(fetch_entries_, gather_elements_, fetch_policy(plan), fetch_limits(plan, e_));
 }
 
 }  // namespace
