@@ -306,9 +306,16 @@ TEST_CASE("overlaps never slow a step: the four ablation levels are monotonic", 
 }
 
 TEST_CASE("simulated memory: model states as the factors say, every activation alive at the peak", "[step][memory]") {
-  for (const std::string plan : {"zero0", "zero1", "zero2", "zero3", "mics-8"}) {
+  for (const std::string plan : {"zero0", "zero1", "zero2", "zero3", "mics-8", "zero3-window"}) {
     INFO(plan);
-    const StepConfig config = step_config(plan, 16);
+    // zero3-window: a prefetch window of a third of the model, released
+    // as soon as used, so gathers and frees interleave through the step.
+    StepConfig config = step_config(plan == "zero3-window" ? "zero3" : plan, 16);
+    if (plan == "zero3-window") {
+      config.training.sequence_length = 8192;  // compute-bound: the gather stream runs ahead
+      config.plan.buckets.max_live_parameters = psi() / 3;
+      config.plan.buckets.max_reuse_distance_parameters = 0;
+    }
     const Program program = compile_step(config);
     const sim::StepTimeline timeline = simulate(program);
     const ShardingFactors f = resolve_factors(config.plan, 16, 8, "plan");
@@ -318,6 +325,23 @@ TEST_CASE("simulated memory: model states as the factors say, every activation a
     REQUIRE(at(MemoryCategory::parameters) == Approx(e * psi() / f.parameters));
     REQUIRE(at(MemoryCategory::gradients) == Approx(e * psi() / f.gradients));
     REQUIRE(at(MemoryCategory::optimizer_states) == Approx(12 * psi() / f.optimizer));
+    // The memory model's gathered parameters are the most the fetch schedule
+    // holds at once: replayed in time (frees first at equal times), the
+    // simulated step never holds more.
+    const MemoryBreakdown estimate = estimate_memory(config.model, config.training, config.plan, f, 16);
+    std::vector<std::pair<TimePs, double>> changes;
+    const auto& ops = program.program_of(3).ops;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind == OpKind::memory && ops[i].memory == MemoryCategory::gathered_parameters) {
+        changes.emplace_back(timeline.ops[3][i].start, ops[i].bytes);
+      }
+    }
+    std::sort(changes.begin(), changes.end());
+    double gathered = program.program_of(3).resident_bytes[static_cast<std::size_t>(MemoryCategory::gathered_parameters)];
+    double most = gathered;
+    for (const auto& [time, bytes] : changes) most = std::max(most, gathered += bytes);
+    REQUIRE(most <= estimate.gathered_parameters * (1 + 1e-12));
+    REQUIRE(at(MemoryCategory::gathered_parameters) <= most * (1 + 1e-12));
     // Without gradient or gather buffers (f_P = f_G = 1) the peak comes at the
     // start of the backward, with every layer's activations and the head's held.
     if (f.parameters == 1 && f.gradients == 1) {

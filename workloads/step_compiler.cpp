@@ -57,6 +57,7 @@ class StepBuilder {
     op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
     blocking_.clear();
     last_compute_ = add(std::move(op));
+    last_on_compute_stream_ = last_compute_;
     return *last_compute_;
   }
   OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
@@ -80,7 +81,9 @@ class StepBuilder {
     op.memory = category;
     op.bytes = bytes;
     op.deps = std::move(deps);
-    return add(std::move(op));
+    const OpIndex index = add(std::move(op));
+    if (stream == compute_stream) last_on_compute_stream_ = index;
+    return index;
   }
   std::vector<OpIndex> after_last_compute() const {
     return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
@@ -123,6 +126,7 @@ class StepBuilder {
   bool update_at_start_ = false;
 
   std::optional<OpIndex> last_compute_;
+  std::optional<OpIndex> last_on_compute_stream_;  // a kernel or a free
   std::vector<OpIndex> blocking_;                 // the next kernel waits for these
   std::vector<std::optional<OpIndex>> update_of_module_;
   ParameterFetches fetch_;                        // one micro-batch's gathers and frees (parameter_fetch.h)
@@ -210,8 +214,13 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
   const ModuleWork& work = modules_[module];
   if (update_of_module_[module] && update_at_start_) deps.push_back(*update_of_module_[module]);
   gathered_bytes_[module] = e_ * fetch_.elements[module] * (1 - 1 / group_size);
+  // Allocated when the framework issues the gather, after it has released
+  // what the previous module freed (PyTorch's allocator works in host order),
+  // not when the gather stream gets to it.
+  std::vector<OpIndex> after_frees;
+  if (last_on_compute_stream_) after_frees.push_back(*last_on_compute_stream_);
   memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters, gathered_bytes_[module],
-         gather_stream);
+         gather_stream, std::move(after_frees));
   gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
                                  e_ * fetch_.elements[module], gather_stream, std::move(deps));
 }
