@@ -90,12 +90,12 @@ TEST_CASE("DeepSpeed's prefetch: gathers until the bucket or the live limit, kee
     REQUIRE(gathers_of(s) == expected);
     const std::vector<std::vector<std::size_t>> frees = {{A}, {B}, {}, {}, {D}, {C}, {B}, {A}};
     REQUIRE(s.free_after == frees);
-    REQUIRE(peak_gathered_bytes(entries, s, elements, [](std::size_t, bool) { return 1.0; }) == 20);
+    REQUIRE(peak_gathered_bytes(entries, s, elements, {1.0, 1.0}) == 20);
   }
   SECTION("the live limit stops the prefetch") {
     const FetchSchedule s = schedule_fetches(entries, elements, FetchPolicy::deepspeed, {1e9, 10, 0});
     REQUIRE(require_consistent(entries, elements, s) == 8);
-    REQUIRE(peak_gathered_bytes(entries, s, elements, [](std::size_t, bool) { return 1.0; }) == 10);
+    REQUIRE(peak_gathered_bytes(entries, s, elements, {1.0, 1.0}) == 10);
   }
 }
 
@@ -123,8 +123,7 @@ TEST_CASE("gathered parameters at the peak: one module, two layers, or DeepSpeed
   const std::vector<FetchEntry> entries = micro_batch_entries(modules, model.layers, false);
   const std::vector<double> elements = gathered_elements(modules, 1e5);
   const auto peak = [&](FetchPolicy policy, FetchLimits limits) {
-    return peak_gathered_bytes(entries, schedule_fetches(entries, elements, policy, limits), elements,
-                               [](std::size_t, bool) { return 1.0; });
+    return peak_gathered_bytes(entries, schedule_fetches(entries, elements, policy, limits), elements, {1.0, 1.0});
   };
   // LLaMA-7B's modules without their norm weights (4096 each, persistent).
   const double h = 4096, attention = 4 * h * h, mlp = 3 * h * 11008, vocab = 32000 * h;

@@ -32,12 +32,13 @@ MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& tr
     // gathered at once (over the hpZ group when gathered in the backward).
     const ParameterFetches fetches = plan_parameter_fetches(
         model_modules(model), model.layers, training.recompute == Recompute::full, plan, e, true);
-    const double fp = factors.parameters, k = plan.secondary_parameter_group;
+    const auto bytes_per_element = [&](bool backward) {
+      return e * (1.0 - 1.0 / gather_group(plan, factors.parameters, backward));
+    };
     memory.gathered_parameters =
-        e * fetches.persistent_elements * (1.0 - 1.0 / fp) +
-        peak_gathered_bytes(fetches.entries, fetches.schedule, fetches.elements, [&](std::size_t, bool backward) {
-          return e * (1.0 - 1.0 / (backward && k > 1 ? k : fp));
-        });
+        fetches.persistent_elements * bytes_per_element(false) +
+        peak_gathered_bytes(fetches.entries, fetches.schedule, fetches.elements,
+                            {bytes_per_element(false), bytes_per_element(true)});
   }
   // With more than one rank, gradients are reduced through a bucket (the
   // whole gradient when smaller); with f_P = 1 and sharded optimizer states

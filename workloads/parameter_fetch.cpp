@@ -187,6 +187,25 @@ FetchSchedule schedule_fetches(const std::vector<FetchEntry>& entries, const std
   return s.take();
 }
 
+int gather_group(const Plan& plan, int parameter_factor, bool issued_in_backward) {
+  return issued_in_backward && plan.secondary_parameter_group > 1 ? plan.secondary_parameter_group : parameter_factor;
+}
+
+double peak_gathered_bytes(const std::vector<FetchEntry>& entries, const FetchSchedule& schedule,
+                           const std::vector<double>& elements, const std::array<double, 2>& bytes_per_element) {
+  std::vector<double> held(elements.size(), 0.0);
+  double live = 0, peak = 0;
+  for (std::size_t t = 0; t < entries.size(); ++t) {
+    for (const FetchSchedule::Gather& g : schedule.gather_at[t]) {
+      held[g.module] = elements[g.module] * bytes_per_element[entries[t].backward ? 1 : 0];
+      live += held[g.module];
+    }
+    peak = std::max(peak, live);
+    for (std::size_t m : schedule.free_after[t]) live -= held[m];
+  }
+  return peak;
+}
+
 ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int layers, bool full_recompute,
                                         const Plan& plan, double bytes_per_value, bool sharded) {
   ParameterFetches fetches;

@@ -34,6 +34,7 @@
 #include "workloads/model.h"
 #include "workloads/plan.h"
 
+#include <array>
 #include <cstddef>
 #include <vector>
 
@@ -90,22 +91,13 @@ struct ParameterFetches {
 ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int layers, bool full_recompute,
                                         const Plan& plan, double bytes_per_value, bool sharded);
 
+// The GPUs a gather spans: the f_P group, or ZeRO++'s secondary (hpZ) group
+// when the gather is issued in the backward.
+int gather_group(const Plan& plan, int parameter_factor, bool issued_in_backward);
+
 // The most gathered bytes alive at once, a gather costing
-// bytes_per_element(module, issued_in_backward) while it lives.
-template <typename BytesPerElement>
+// bytes_per_element[issued in the backward] while it lives.
 double peak_gathered_bytes(const std::vector<FetchEntry>& entries, const FetchSchedule& schedule,
-                           const std::vector<double>& elements, BytesPerElement bytes_per_element) {
-  std::vector<double> held(elements.size(), 0.0);
-  double live = 0, peak = 0;
-  for (std::size_t t = 0; t < entries.size(); ++t) {
-    for (const FetchSchedule::Gather& g : schedule.gather_at[t]) {
-      held[g.module] = elements[g.module] * bytes_per_element(g.module, entries[t].backward);
-      live += held[g.module];
-    }
-    peak = live > peak ? live : peak;
-    for (std::size_t m : schedule.free_after[t]) live -= held[m];
-  }
-  return peak;
-}
+                           const std::vector<double>& elements, const std::array<double, 2>& bytes_per_element);
 
 }  // namespace shardsim::workloads

@@ -230,12 +230,11 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
 // they serve.
 void StepBuilder::issue_gathers(std::size_t t, const std::string& prefix) {
   if (fetch_.schedule.gather_at[t].empty()) return;
-  const bool over_secondary = fetch_.entries[t].backward && comms_.secondary.has_value();
-  const int communicator = over_secondary ? *comms_.secondary : *comms_.parameters;
-  const double group =
-      over_secondary ? config_.plan.secondary_parameter_group : static_cast<double>(factors_.parameters);
+  const int group = gather_group(config_.plan, factors_.parameters, fetch_.entries[t].backward);
+  const int communicator = group == factors_.parameters ? *comms_.parameters : *comms_.secondary;
   for (const FetchSchedule::Gather& g : fetch_.schedule.gather_at[t]) {
-    gather(g.module, prefix + (g.serves_backward ? "backward." : ""), communicator, group, after_last_compute());
+    gather(g.module, prefix + (g.serves_backward ? "backward." : ""), communicator, static_cast<double>(group),
+           after_last_compute());
   }
 }
 
