@@ -3,8 +3,9 @@
 # Everywhere: the shardsim binary itself does not link CUDA, cuBLASLt or
 # NCCL (only exec loads them, from the module). Without a GPU: --backend gpu
 # exits 2 saying why, and the test reports itself skipped (77). With one: a
-# 1-GPU run of a 2-layer LLaMA-7B-shaped stack writes a measured timeline
-# that the executor has checked (every op once, causal), and compare reads it.
+# 1-GPU run of a 2-layer LLaMA-7B-shaped stack, in one process without
+# mpirun (rank_threads.h), writes a measured timeline that the executor has
+# checked (every op once, causal), and compare reads it.
 set -eu
 bin=$1
 out=$(mktemp -d)

@@ -438,6 +438,7 @@ double program_peak_memory_bytes(const workloads::Program& program, int rank) {
 
 MeasuredRun execute_on_cpu(const workloads::Program& program, const ExecutionOptions& options) {
   check_execution_request(program, options);
+  check_one_process_per_rank(program);
   const int rank = world_rank();
   check_host_memory(program, rank);
 

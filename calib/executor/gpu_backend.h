@@ -17,10 +17,10 @@
 namespace shardsim::calib {
 
 struct GpuBackend {
-  static constexpr int current_interface_version = 1;
+  static constexpr int current_interface_version = 2;
   int interface_version = current_interface_version;
-  // Whether a CUDA device is visible to this process.
-  bool (*execution_possible)() = nullptr;
+  // CUDA devices visible to this process.
+  int (*visible_gpus)() = nullptr;
   // execute_on_gpu (gpu_executor.h).
   MeasuredRun (*execute)(const workloads::Program& program, const ExecutionOptions& options) = nullptr;
 };

@@ -5,12 +5,12 @@
 #include "calib/executor/buffer_pool.h"
 #include "calib/executor/gemm_work.h"
 #include "calib/executor/measured_steps.h"
+#include "calib/executor/rank_threads.h"
 #include "calib/executor/run_stop.h"
 #include "calib/probe/mpi_world.h"
 
-#include <mpi.h>
-
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <map>
@@ -60,28 +60,20 @@ ncclDataType_t nccl_type(const std::string& dtype) {
   return ncclBfloat16;
 }
 
-class GpuRankRun {
+// One rank on one GPU, from the thread that constructs it (the CUDA device
+// is that thread's). Its own setup is done on construction, the NCCL
+// communicators in connect(); `peer_failed`, when given (one process runs
+// every rank), ends its waits as mpirun's SIGTERM does across processes.
+class GpuRankRun final : public RankThreadRun {
  public:
-  GpuRankRun(const workloads::Program& program, int rank, const ExecutionOptions& options)
-      : program_(program), rank_(rank), ops_(program.program_of(rank).ops), options_(options),
-        memory_([](std::size_t bytes) { return std::make_unique<DeviceBuffer>(bytes); }) {
-    int devices = 0;
-    SHARDSIM_CUDA(cudaGetDeviceCount(&devices));
-    SHARDSIM_CUDA(cudaSetDevice(local_rank() % devices));
+  GpuRankRun(const workloads::Program& program, int rank, int device, const ncclUniqueId& id,
+             const ExecutionOptions& options, const std::atomic<bool>* peer_failed)
+      : program_(program), rank_(rank), ops_(program.program_of(rank).ops), options_(options), id_(id),
+        peer_failed_(peer_failed), memory_([](std::size_t bytes) { return std::make_unique<DeviceBuffer>(bytes); }) {
+    SHARDSIM_CUDA(cudaSetDevice(device));
     const std::string dtype = program.description.value("dtype", std::string("bf16"));
     collective_type_ = nccl_type(dtype);
     collective_element_bytes_ = dtype == "fp32" ? 4 : 2;
-
-    ncclUniqueId id;
-    if (rank == 0) SHARDSIM_NCCL(ncclGetUniqueId(&id));
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    SHARDSIM_NCCL(ncclCommInitRank(&world_, program.ranks, id, rank));
-    for (const workloads::Communicator& communicator : program.communicators) {
-      const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
-      ncclComm_t comm = nullptr;
-      SHARDSIM_NCCL(ncclCommSplit(world_, group < 0 ? NCCL_SPLIT_NOCOLOR : group, rank, &comm, nullptr));
-      comms_.push_back(comm);
-    }
 
     streams_.resize(program.streams.size());
     for (auto& stream : streams_) SHARDSIM_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -123,18 +115,33 @@ class GpuRankRun {
     SHARDSIM_CUDA(cudaDeviceSynchronize());
   }
 
-  ~GpuRankRun() {
+  // Destroying a communicator waits for its peers; while an error unwinds
+  // the stack they may never come, so it is aborted instead.
+  ~GpuRankRun() override {
+    const auto close = std::uncaught_exceptions() > 0 ? ncclCommAbort : ncclCommDestroy;
     for (ncclComm_t comm : comms_) {
-      if (comm != nullptr) ncclCommDestroy(comm);
+      if (comm != nullptr) close(comm);
     }
-    if (world_ != nullptr) ncclCommDestroy(world_);
+    if (world_ != nullptr) close(world_);
     if (lt_ != nullptr) cublasLtDestroy(lt_);
     for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
   }
   GpuRankRun(const GpuRankRun&) = delete;
   GpuRankRun& operator=(const GpuRankRun&) = delete;
 
-  std::vector<MeasuredOp> step(bool inject_fault, std::int64_t& origin_ns) {
+  // The world communicator, split into one per group of each of the
+  // Program's communicators.
+  void connect() override {
+    SHARDSIM_NCCL(ncclCommInitRank(&world_, program_.ranks, id_, rank_));
+    for (const workloads::Communicator& communicator : program_.communicators) {
+      const int group = communicator.group_of_rank[static_cast<std::size_t>(rank_)];
+      ncclComm_t comm = nullptr;
+      SHARDSIM_NCCL(ncclCommSplit(world_, group < 0 ? NCCL_SPLIT_NOCOLOR : group, rank_, &comm, nullptr));
+      comms_.push_back(comm);
+    }
+  }
+
+  std::vector<MeasuredOp> step(bool inject_fault, std::int64_t& origin_ns) override {
     SHARDSIM_CUDA(cudaDeviceSynchronize());
     SHARDSIM_CUDA(cudaEventRecord(step_start_, streams_.front()));
     SHARDSIM_CUDA(cudaEventSynchronize(step_start_));
@@ -152,7 +159,7 @@ class GpuRankRun {
     return timing;
   }
 
-  std::string device_name() const {
+  std::string device_name() const override {
     int device = 0;
     SHARDSIM_CUDA(cudaGetDevice(&device));
     cudaDeviceProp properties{};
@@ -280,8 +287,10 @@ class GpuRankRun {
 
   [[noreturn]] void inject(const Op& op) const {
     if (options_.fault.kind == ExecutionOptions::Fault::Kind::kill) std::raise(SIGKILL);
-    while (!stop_signal()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    throw ExecutionError(stop_message(rank_) + " while hanging (fault injected) before " + describe(op));
+    while (!stop_signal() && !peer_failed()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    throw ExecutionError((peer_failed() ? "rank " + std::to_string(rank_) + ": stopped, another rank failed,"
+                                        : stop_message(rank_)) +
+                         " while hanging (fault injected) before " + describe(op));
   }
 
   // Polls each stream's first unfinished op (a stream finishes its ops in
@@ -317,6 +326,7 @@ class GpuRankRun {
         }
       }
       if (stop_signal()) fail(stop_message(rank_) + stuck_ops(head));
+      if (peer_failed()) fail("stopped, another rank failed" + stuck_ops(head));
       if (std::chrono::duration<double>(now - last_progress).count() > options_.stall_timeout_seconds) {
         fail("no op finished for " + seconds_text(options_.stall_timeout_seconds) +
              " (a peer died, hangs, or never issued a collective)" + stuck_ops(head));
@@ -335,6 +345,8 @@ class GpuRankRun {
     return text;
   }
 
+  bool peer_failed() const { return peer_failed_ != nullptr && peer_failed_->load(); }
+
   [[noreturn]] void fail(const std::string& what) {
     for (ncclComm_t comm : comms_) {
       if (comm != nullptr) ncclCommAbort(comm);
@@ -349,6 +361,8 @@ class GpuRankRun {
   int rank_;
   const std::vector<Op>& ops_;
   ExecutionOptions options_;
+  ncclUniqueId id_;
+  const std::atomic<bool>* peer_failed_;
   ncclComm_t world_ = nullptr;
   std::vector<ncclComm_t> comms_;
   ncclDataType_t collective_type_ = ncclBfloat16;
@@ -364,26 +378,23 @@ class GpuRankRun {
   std::vector<std::unique_ptr<Event>> starts_, ends_;
 };
 
-}  // namespace
-
-bool gpu_execution_possible() {
-  int devices = 0;
-  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-}
-
-MeasuredRun execute_on_gpu(const workloads::Program& program, const ExecutionOptions& options) {
-  check_execution_request(program, options);
-  if (!gpu_execution_possible()) throw std::invalid_argument("--backend gpu: no CUDA device is visible");
+// One process per GPU under mpirun; each rank on its host's GPU of its
+// local rank; the NCCL unique id goes out over MPI.
+MeasuredRun execute_one_rank_per_process(const workloads::Program& program, const ExecutionOptions& options, int devices) {
+  check_one_process_per_rank(program);
   const int rank = world_rank();
-  StopSignalHandlers signals;
   std::vector<std::vector<MeasuredOp>> steps;
   std::vector<std::int64_t> origins;
   std::string device;
   try {
-    GpuRankRun run(program, rank, options);
+    ncclUniqueId id{};
+    if (rank == 0) SHARDSIM_NCCL(ncclGetUniqueId(&id));
+    world_broadcast(&id, sizeof id);
+    GpuRankRun run(program, rank, local_rank() % devices, id, options, nullptr);
+    run.connect();
     device = run.device_name();
     for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
-      MPI_Barrier(MPI_COMM_WORLD);
+      world_barrier();
       const bool inject = step == options.warmup_steps && rank == options.fault.rank &&
                           options.fault.kind != ExecutionOptions::Fault::Kind::none;
       std::int64_t origin = 0;
@@ -400,11 +411,49 @@ MeasuredRun execute_on_gpu(const workloads::Program& program, const ExecutionOpt
   return gather_measured_steps(steps, origins, "gpu", device);
 }
 
+// Every rank in this process, rank r on GPU r, one host thread each.
+MeasuredRun execute_all_ranks_here(const workloads::Program& program, const ExecutionOptions& options, int devices) {
+  if (program.ranks > devices) {
+    throw std::invalid_argument("the program has " + std::to_string(program.ranks) + " ranks but this process sees " +
+                                std::to_string(devices) + " GPU" + (devices == 1 ? "" : "s") +
+                                "; run one process per GPU under mpirun -np " + std::to_string(program.ranks) +
+                                ", or fewer --gpus");
+  }
+  ncclUniqueId id{};
+  try {
+    SHARDSIM_NCCL(ncclGetUniqueId(&id));
+  } catch (const std::runtime_error& e) {
+    throw ExecutionError(e.what());
+  }
+  return run_ranks_in_threads(
+      program.ranks, options,
+      [&](int rank, const std::atomic<bool>& peer_failed) {
+        return std::make_unique<GpuRankRun>(program, rank, rank, id, options, &peer_failed);
+      },
+      "gpu");
+}
+
+}  // namespace
+
+int visible_gpus() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
+}
+
+MeasuredRun execute_on_gpu(const workloads::Program& program, const ExecutionOptions& options) {
+  check_execution_request(program, options);
+  const int devices = visible_gpus();
+  if (devices == 0) throw std::invalid_argument("--backend gpu: no CUDA device is visible");
+  StopSignalHandlers signals;
+  return mpi_running() ? execute_one_rank_per_process(program, options, devices)
+                       : execute_all_ranks_here(program, options, devices);
+}
+
 }  // namespace shardsim::calib
 
 extern "C" const shardsim::calib::GpuBackend* shardsim_gpu_backend() {
   static const shardsim::calib::GpuBackend backend{shardsim::calib::GpuBackend::current_interface_version,
-                                                   &shardsim::calib::gpu_execution_possible,
+                                                   &shardsim::calib::visible_gpus,
                                                    &shardsim::calib::execute_on_gpu};
   return &backend;
 }

@@ -1,7 +1,9 @@
 // execute_on_gpu: the GPU backend of the executor (CUDA, cuBLASLt, NCCL),
-// one MPI process per GPU (the local rank picks the device; the NCCL unique
-// id goes out over MPI_Bcast; ncclCommSplit makes one communicator per
-// group of each of the Program's communicators).
+// either one MPI process per GPU (the local rank picks the device; the NCCL
+// unique id goes out over MPI_Bcast), or, when no MPI launcher started the
+// process, one process over the local GPUs (rank r on GPU r, a host thread
+// each, rank_threads.h). ncclCommSplit makes one communicator per group of
+// each of the Program's communicators.
 //
 // The host enqueues the rank's ops in program order, as a framework's one
 // host thread does, each on a CUDA stream of its Program stream:
@@ -27,11 +29,11 @@
 
 namespace shardsim::calib {
 
-// Whether a CUDA device is visible to this process.
-bool gpu_execution_possible();
+// CUDA devices visible to this process (0 when there is no driver).
+int visible_gpus();
 
-// Collective over MPI_COMM_WORLD (size = program.ranks). MPI must be
-// initialised.
+// With MPI running, collective over MPI_COMM_WORLD (size = program.ranks);
+// without, every rank here, on as many local GPUs.
 MeasuredRun execute_on_gpu(const workloads::Program& program, const ExecutionOptions& options);
 
 }  // namespace shardsim::calib

@@ -11,17 +11,12 @@
 namespace shardsim::calib {
 
 void check_execution_request(const workloads::Program& program, const ExecutionOptions& options) {
-  const int size = world_size();
-  if (size != program.ranks) {
-    throw std::invalid_argument("the program has " + std::to_string(program.ranks) + " ranks but MPI started " +
-                                std::to_string(size) + " processes (mpirun -np " + std::to_string(program.ranks) + ")");
-  }
   if (options.warmup_steps < 0 || options.measured_steps < 1) {
     throw std::invalid_argument("at least one measured step and no negative warm-up are needed");
   }
   const ExecutionOptions::Fault& fault = options.fault;
   if (fault.kind != ExecutionOptions::Fault::Kind::none &&
-      (fault.rank < 0 || fault.rank >= size || fault.op >= program.program_of(fault.rank).ops.size())) {
+      (fault.rank < 0 || fault.rank >= program.ranks || fault.op >= program.program_of(fault.rank).ops.size())) {
     throw std::invalid_argument("fault injection: rank " + std::to_string(fault.rank) + " has no op " +
                                 std::to_string(fault.op));
   }
@@ -35,6 +30,33 @@ void check_execution_request(const workloads::Program& program, const ExecutionO
   }
 }
 
+void check_one_process_per_rank(const workloads::Program& program) {
+  const int size = world_size();
+  if (size != program.ranks) {
+    throw std::invalid_argument("the program has " + std::to_string(program.ranks) + " ranks but MPI started " +
+                                std::to_string(size) + " processes (mpirun -np " + std::to_string(program.ranks) + ")");
+  }
+}
+
+int median_step(const std::vector<double>& step_seconds) {
+  std::vector<int> order(step_seconds.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return step_seconds[static_cast<std::size_t>(a)] < step_seconds[static_cast<std::size_t>(b)];
+  });
+  return order[(order.size() - 1) / 2];
+}
+
+namespace {
+
+double step_end(const std::vector<MeasuredOp>& timing) {
+  double end = 0;
+  for (const MeasuredOp& op : timing) end = std::max(end, op.end_seconds);
+  return end;
+}
+
+}  // namespace
+
 MeasuredRun gather_measured_steps(const std::vector<std::vector<MeasuredOp>>& steps,
                                   const std::vector<std::int64_t>& origins_ns, std::string backend, std::string device) {
   const int rank = world_rank();
@@ -42,26 +64,16 @@ MeasuredRun gather_measured_steps(const std::vector<std::vector<MeasuredOp>>& st
   MeasuredRun result;
   result.backend = std::move(backend);
   result.device = std::move(device);
-  for (const auto& timing : steps) {
-    double end = 0;
-    for (const MeasuredOp& op : timing) end = std::max(end, op.end_seconds);
-    result.step_seconds.push_back(end);
-  }
-  MPI_Allreduce(MPI_IN_PLACE, result.step_seconds.data(), static_cast<int>(result.step_seconds.size()), MPI_DOUBLE,
-                MPI_MAX, MPI_COMM_WORLD);
-  std::vector<int> order(result.step_seconds.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return result.step_seconds[static_cast<std::size_t>(a)] < result.step_seconds[static_cast<std::size_t>(b)]; });
-  result.reported_step = order[(order.size() - 1) / 2];
+  for (const auto& timing : steps) result.step_seconds.push_back(step_end(timing));
+  world_max(result.step_seconds);
+  result.reported_step = median_step(result.step_seconds);
 
   // Gather the reported step's timings at rank 0: two doubles per op, from
   // the first rank's step start when the ranks share a clock.
   result.shared_clock = node_count() == 1;
   const auto reported = static_cast<std::size_t>(result.reported_step);
   const std::int64_t my_origin = origins_ns[reported];
-  std::int64_t first_origin = 0;
-  MPI_Allreduce(&my_origin, &first_origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  const std::int64_t first_origin = world_min(my_origin);
   const double shift = result.shared_clock ? static_cast<double>(my_origin - first_origin) * 1e-9 : 0.0;
   const auto& mine = steps[reported];
   std::vector<double> flat;
@@ -91,6 +103,33 @@ MeasuredRun gather_measured_steps(const std::vector<std::vector<MeasuredOp>>& st
         ops.push_back({all[first + static_cast<std::size_t>(i)], all[first + static_cast<std::size_t>(i) + 1]});
       }
     }
+  }
+  return result;
+}
+
+MeasuredRun combine_rank_steps(const std::vector<RankSteps>& ranks, std::string backend, std::string device) {
+  MeasuredRun result;
+  result.backend = std::move(backend);
+  result.device = std::move(device);
+  result.shared_clock = true;
+  const std::size_t steps = ranks.front().steps.size();
+  for (const RankSteps& rank : ranks) {
+    if (rank.steps.size() != steps || rank.origins_ns.size() != steps) {
+      throw std::logic_error("combine_rank_steps: the ranks measured different numbers of steps");
+    }
+  }
+  result.step_seconds.assign(steps, 0.0);
+  for (std::size_t s = 0; s < steps; ++s) {
+    for (const RankSteps& rank : ranks) result.step_seconds[s] = std::max(result.step_seconds[s], step_end(rank.steps[s]));
+  }
+  result.reported_step = median_step(result.step_seconds);
+  const auto reported = static_cast<std::size_t>(result.reported_step);
+  std::int64_t first_origin = ranks.front().origins_ns[reported];
+  for (const RankSteps& rank : ranks) first_origin = std::min(first_origin, rank.origins_ns[reported]);
+  for (const RankSteps& rank : ranks) {
+    const double shift = static_cast<double>(rank.origins_ns[reported] - first_origin) * 1e-9;
+    auto& ops = result.ops.emplace_back();
+    for (const MeasuredOp& op : rank.steps[reported]) ops.push_back({op.start_seconds + shift, op.end_seconds + shift});
   }
   return result;
 }

@@ -68,7 +68,7 @@ std::vector<NcclRank> init_nccl(int& total_ranks) {
   } else {
     ncclUniqueId id;
     if (world_rank() == 0) SHARDSIM_NCCL(ncclGetUniqueId(&id));
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    world_broadcast(&id, sizeof id);
     const int device = local_rank() % devices;
     SHARDSIM_CUDA(cudaSetDevice(device));
     NcclRank rank{device, nullptr, nullptr};
@@ -264,7 +264,7 @@ void probe_interference(const ProbeOptions& options, const std::vector<NcclRank>
   });
   const double gemms = alone * (options.warmup + options.repeats);
   const int calls = static_cast<int>(std::ceil(2.0 * gemms / one_call)) + 2;
-  MPI_Barrier(MPI_COMM_WORLD);
+  world_barrier();
   for (int i = 0; i < calls; ++i) enqueue_collective(ranks, buffers, CollectiveOp::all_reduce, bytes / 4, total_ranks);
   SHARDSIM_CUDA(cudaSetDevice(ranks.front().device));
   const double with = time_on_stream(options, compute, [&] { gemm.enqueue(compute); });

@@ -21,7 +21,8 @@
 namespace shardsim::calib {
 
 bool gpu_visible();
-// Collective over MPI_COMM_WORLD; results are complete on rank 0.
+// Collective over MPI_COMM_WORLD, or this process alone over every local
+// GPU when MPI is not running; results are complete on rank 0.
 Measurements run_gpu_probe(const ProbeOptions& options);
 
 }  // namespace shardsim::calib

@@ -1,5 +1,8 @@
-// What both probes need from MPI_COMM_WORLD: who and where the ranks are,
-// and timing a call every rank makes at once.
+// What the probes and the executor need from MPI_COMM_WORLD: who and where
+// the ranks are, and the few calls every rank makes together. A process no
+// MPI launcher started may run without MPI at all (one process driving every
+// local GPU, as nccl-tests does); then it is a world of one, and the calls
+// below are what they would be for one rank.
 #pragma once
 
 #include "calib/probe/probe_options.h"
@@ -7,10 +10,14 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace shardsim::calib {
+
+// MPI_Init has run and MPI_Finalize has not.
+bool mpi_running();
 
 int world_rank();
 int world_size();
@@ -21,6 +28,15 @@ std::string cpu_description();
 int node_count();
 // Rank within its host (collective), for picking a GPU.
 int local_rank();
+
+// Collective; nothing to do in a world of one.
+void world_barrier();
+// Element-wise maximum of `values` over the ranks, in place on every rank.
+void world_max(std::vector<double>& values);
+// Minimum of `value` over the ranks, on every rank.
+std::int64_t world_min(std::int64_t value);
+// Rank 0's `bytes` bytes at `data`, on every rank.
+void world_broadcast(void* data, int bytes);
 
 template <typename F>
 double seconds_of(F&& f) {
@@ -37,10 +53,10 @@ double time_together(const ProbeOptions& options, F&& f) {
   for (int i = 0; i < options.warmup; ++i) f();
   std::vector<double> samples;
   for (int i = 0; i < options.repeats; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t = seconds_of(f);
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples.push_back(t);
+    world_barrier();
+    std::vector<double> t{seconds_of(f)};
+    world_max(t);
+    samples.push_back(t.front());
   }
   return median_of(samples);
 }

@@ -5,12 +5,18 @@
 //   mpirun -np 8 shardsim-probe --out multi.json        one process per GPU, NCCL across nodes
 //   mpirun -np 2 shardsim-probe --backend cpu --quick --out cpu.json
 //
+// A plain run on GPUs needs no MPI (one process drives every local GPU, as
+// nccl-tests does), so it starts MPI only under a launcher or to measure
+// the CPU (a world of one process).
+//
 // Rank 0 prints progress and an nccl-tests-style table and writes the file
 // (to a temporary name, renamed when complete).
 #include "calib/measurements.h"
 #include "calib/probe/cpu_probe.h"
+#include "calib/probe/mpi_world.h"
 #include "calib/probe/probe_options.h"
 #include "sim/cli/atomic_output.h"
+#include "sim/cli/mpi_session.h"
 #include "sim/nccl_tests_table.h"
 #include "topology/json_input.h"
 #ifdef SHARDSIM_PROBE_WITH_CUDA
@@ -46,6 +52,11 @@ void print_collectives(const calib::Measurements& m) {
     for (const auto& row : rows) sim::write_nccl_tests_row(std::cout, row);
     sim::write_nccl_tests_footer(std::cout, rows);
   }
+}
+
+void start_mpi() {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
 }
 
 int run(int argc, char** argv, int rank) {
@@ -86,6 +97,7 @@ int run(int argc, char** argv, int rank) {
   const bool gpu = false;
 #endif
   if (!gpu && backend == "auto" && rank == 0) std::cout << "# no GPU visible: measuring the CPU (Eigen, MPI)\n";
+  if (!gpu && !calib::mpi_running()) start_mpi();
   calib::Measurements measurements;
 #ifdef SHARDSIM_PROBE_WITH_CUDA
   if (gpu) measurements = calib::run_gpu_probe(options);
@@ -106,10 +118,8 @@ int run(int argc, char** argv, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (shardsim::cli::launched_by_mpi()) start_mpi();
+  const int rank = shardsim::calib::world_rank();
   int code = 0;
   try {
     code = run(argc, argv, rank);
@@ -119,8 +129,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // One rank failing leaves the others inside a collective: abort them all.
     std::cerr << "shardsim-probe: rank " << rank << ": " << e.what() << "\n";
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    if (shardsim::calib::mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
+    code = 1;
   }
-  MPI_Finalize();
+  if (shardsim::calib::mpi_running()) MPI_Finalize();
   return code;
 }

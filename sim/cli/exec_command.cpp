@@ -1,6 +1,7 @@
-// shardsim exec: the Program `shardsim run` simulates, run for real under
-// mpirun (calib/executor), written as a measured Timeline in the
-// simulator's HDF5 schema for `shardsim compare`.
+// shardsim exec: the Program `shardsim run` simulates, run for real
+// (calib/executor) under mpirun, or on one machine's GPUs in one process,
+// written as a measured Timeline in the simulator's HDF5 schema for
+// `shardsim compare`.
 #include "sim/cli/commands.h"
 
 #include "calib/executor/cpu_executor.h"
@@ -28,6 +29,7 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 namespace shardsim::cli {
@@ -73,25 +75,38 @@ nlohmann::json measured_section(const calib::MeasuredRun& run) {
           {"shared_clock", run.shared_clock}};
 }
 
-// auto: the GPU backend when its module loads and sees a device.
-calib::MeasuredRun execute(const workloads::Program& program, const calib::ExecutionOptions& execution,
-                           const std::string& backend) {
+// The GPU backend, or nullptr for the CPU one. auto: the GPU backend when
+// its module loads and sees a device.
+const calib::GpuBackend* gpu_backend(const std::string& backend) {
+  if (backend == "cpu") return nullptr;
   std::string why_not;
-  const calib::GpuBackend* gpu = backend == "cpu" ? nullptr : calib::load_gpu_backend(why_not);
+  const calib::GpuBackend* gpu = calib::load_gpu_backend(why_not);
   if (backend == "gpu" && gpu == nullptr) throw std::invalid_argument("--backend gpu: " + why_not);
-  if (gpu != nullptr && (backend == "gpu" || gpu->execution_possible())) return gpu->execute(program, execution);
-  return calib::execute_on_cpu(program, execution);
+  if (gpu == nullptr) return nullptr;
+  const int devices = gpu->visible_gpus();
+  if (backend == "gpu" && devices == 0) throw std::invalid_argument("--backend gpu: no CUDA device is visible");
+  return devices > 0 ? gpu : nullptr;
 }
 
 int exec_step(const ExecOptions& options) {
-  MpiSession mpi(MPI_THREAD_FUNNELED);
-  const bool root = mpi.rank() == 0;
+  // Under a launcher, one process per rank. Without one, the GPU backend
+  // runs every rank in this process over the local GPUs, and the CPU
+  // backend is a world of one MPI process.
+  std::optional<MpiSession> mpi;
+  if (launched_by_mpi()) mpi.emplace(MPI_THREAD_FUNNELED);
+  const bool root = !mpi || mpi->rank() == 0;
   try {
+    const calib::GpuBackend* gpu = gpu_backend(options.backend);
+    if (!mpi && gpu == nullptr) mpi.emplace(MPI_THREAD_FUNNELED);
     JobOptions job = options.job;
-    if (job.gpus == 0) job.gpus = mpi.size();
-    if (job.gpus != mpi.size()) {
-      throw std::invalid_argument("--gpus " + std::to_string(job.gpus) + " but mpirun started " +
-                                  std::to_string(mpi.size()) + " processes: one process per rank");
+    if (mpi) {
+      if (job.gpus == 0) job.gpus = mpi->size();
+      if (job.gpus != mpi->size()) {
+        throw std::invalid_argument("--gpus " + std::to_string(job.gpus) + " but mpirun started " +
+                                    std::to_string(mpi->size()) + " processes: one process per rank");
+      }
+    } else if (job.gpus == 0) {
+      job.gpus = gpu->visible_gpus();
     }
     const JobInputs inputs = load_job_inputs(job);
     const calib::Profile profile = calib::load_profile(options.profile.empty() ? inputs.cluster.profile : options.profile);
@@ -110,7 +125,7 @@ int exec_step(const ExecOptions& options) {
       std::fprintf(stderr, "shardsim exec: %zu ops on %d ranks, %d warm-up + %d measured steps\n",
                    program.total_ops(), program.ranks, options.warmup, options.steps);
     }
-    const calib::MeasuredRun run = execute(program, execution, options.backend);
+    const calib::MeasuredRun run = gpu != nullptr ? gpu->execute(program, execution) : calib::execute_on_cpu(program, execution);
     if (!root) return 0;
 
     const sim::StepTimeline timeline = sim::measured_timeline(program, run);
@@ -152,7 +167,7 @@ int exec_step(const ExecOptions& options) {
     return 0;
   } catch (const calib::ExecutionError& e) {
     std::cerr << "shardsim exec: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    if (mpi) MPI_Abort(MPI_COMM_WORLD, 3);
     return 3;
   } catch (const InputError& e) {
     // Every rank reads the same inputs and fails alike; one message will do.
@@ -173,12 +188,16 @@ void add_exec_command(CLI::App& app, int& exit_code) {
       "Runs the Program `shardsim run` simulates, one MPI process per rank, and writes the\n"
       "measured timeline in the simulator's HDF5 schema (compare them with `shardsim compare`).\n"
       "Backends: gpu (cuBLASLt GEMMs, NCCL collectives on their own streams, CUDA events for\n"
-      "dependencies and timing; one process per GPU) and cpu (Eigen GEMMs with the Program's\n"
-      "shapes, non-blocking MPI collectives with its groups and bytes, every dtype in fp32);\n"
-      "auto picks gpu when a GPU is visible. --scale shrinks the model to fit the machine.\n"
-      "Example (4 ranks on one machine):\n"
+      "dependencies and timing; one process per GPU under mpirun, or without mpirun one process\n"
+      "over this machine's GPUs, a host thread each, --gpus of them, by default all) and cpu\n"
+      "(Eigen GEMMs with the Program's shapes, non-blocking MPI collectives with its groups and\n"
+      "bytes, every dtype in fp32); auto picks gpu when a GPU is visible. --scale shrinks the\n"
+      "model to fit the machine.\n"
+      "Examples (4 ranks on one machine):\n"
       "  mpirun -np 4 shardsim exec --cluster cpu-4rank --model llama-7b --plan zero3 \\\n"
       "      --scale layers=2,hidden=256,seq=128,micro_batches=2 --h5 measured.h5\n"
+      "  shardsim exec --backend gpu --gpus 4 --cluster h200-1024 --model llama-7b --plan zero3 \\\n"
+      "      --scale layers=4 --h5 measured.h5\n"
       "Exit code 2 on bad input; 3 when a rank fails or a collective stalls (the message names\n"
       "the op and its ranks; no measured file is written).");
   add_job_options(*command, options->job);

@@ -1,0 +1,92 @@
+#include "calib/executor/rank_threads.h"
+
+#include "calib/executor/measured_steps.h"
+
+#include <barrier>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace shardsim::calib {
+
+namespace {
+
+// The first failure among the ranks, and the flag the others watch.
+class FirstFailure {
+ public:
+  void record(int rank, std::exception_ptr error) {
+    const std::lock_guard lock(mutex_);
+    if (!error_) {
+      rank_ = rank;
+      error_ = std::move(error);
+    }
+    failed_ = true;
+  }
+  const std::atomic<bool>& flag() const { return failed_; }
+  bool failed() const { return failed_; }
+
+  [[noreturn]] void rethrow() const {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const ExecutionError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw ExecutionError("rank " + std::to_string(rank_) + ": " + e.what());
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<bool> failed_{false};
+  int rank_ = -1;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+MeasuredRun run_ranks_in_threads(int ranks, const ExecutionOptions& options, const MakeRankThreadRun& make,
+                                 const std::string& backend) {
+  FirstFailure failure;
+  std::barrier together(ranks);
+  std::vector<RankSteps> measured(static_cast<std::size_t>(ranks));
+  std::string device;
+
+  const auto run_rank = [&](int rank) {
+    // A failed rank leaves the barrier for good, so the others still meet;
+    // they find the flag set when they do.
+    const auto meet = [&] {
+      together.arrive_and_wait();
+      if (failure.failed()) throw ExecutionError("rank " + std::to_string(rank) + ": stopped, another rank failed");
+    };
+    try {
+      const std::unique_ptr<RankThreadRun> run = make(rank, failure.flag());
+      meet();
+      run->connect();
+      if (rank == 0) device = run->device_name();
+      RankSteps& mine = measured[static_cast<std::size_t>(rank)];
+      for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
+        meet();
+        const bool inject = step == options.warmup_steps && rank == options.fault.rank &&
+                            options.fault.kind != ExecutionOptions::Fault::Kind::none;
+        std::int64_t origin = 0;
+        std::vector<MeasuredOp> timing = run->step(inject, origin);
+        if (step >= options.warmup_steps) {
+          mine.steps.push_back(std::move(timing));
+          mine.origins_ns.push_back(origin);
+        }
+      }
+    } catch (...) {
+      failure.record(rank, std::current_exception());
+      together.arrive_and_drop();
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) threads.emplace_back(run_rank, rank);
+  for (std::thread& thread : threads) thread.join();
+  if (failure.failed()) failure.rethrow();
+  return combine_rank_steps(measured, backend, device);
+}
+
+}  // namespace shardsim::calib
