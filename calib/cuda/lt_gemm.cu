@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 
@@ -21,9 +22,10 @@ __global__ void fill_random_kernel(T* data, std::size_t count, unsigned seed) {
   }
 }
 
-const GemmType kBf16{"bf16", CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2};
-const GemmType kFp16{"fp16", CUDA_R_16F, CUBLAS_COMPUTE_32F, 2};
-const GemmType kTf32{"tf32", CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4};
+const GemmType kBf16{"bf16", CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2, 2, false, 80};
+const GemmType kFp16{"fp16", CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 2, 2, false, 70};
+const GemmType kTf32{"tf32", CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4, 4, false, 80};
+const GemmType kFp8{"fp8", CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 1, 2, true, 89};
 
 void set_batch(cublasLtMatrixLayout_t layout, long long batch, long long stride) {
   const int count = static_cast<int>(batch);
@@ -38,7 +40,7 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes) { SHARDSIM_CUDA(cudaMalloc(&pointe
 DeviceBuffer::~DeviceBuffer() { cudaFree(pointer); }
 
 const std::vector<const GemmType*>& all_gemm_types() {
-  static const std::vector<const GemmType*> types{&kBf16, &kFp16, &kTf32};
+  static const std::vector<const GemmType*> types{&kBf16, &kFp16, &kTf32, &kFp8};
   return types;
 }
 
@@ -54,6 +56,8 @@ void fill_random(cudaDataType_t type, void* data, std::size_t count, unsigned se
     fill_random_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data), count, seed);
   } else if (type == CUDA_R_16F) {
     fill_random_kernel<<<1024, 256, 0, stream>>>(static_cast<__half*>(data), count, seed);
+  } else if (type == CUDA_R_8F_E4M3) {
+    fill_random_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(data), count, seed);
   } else {
     fill_random_kernel<<<1024, 256, 0, stream>>>(static_cast<float*>(data), count, seed);
   }
@@ -65,16 +69,20 @@ LtGemm::LtGemm(cublasLtHandle_t handle, const GemmType& type, long long m, long 
     : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes),
       a_(static_cast<std::size_t>(batch * m * k) * type.element_bytes),
       b_(static_cast<std::size_t>(batch * k * n) * type.element_bytes),
-      c_(static_cast<std::size_t>(batch * m * n) * type.element_bytes) {
+      c_(static_cast<std::size_t>(batch * m * n) * type.output_bytes) {
   fill_random(type.data, a_.pointer, static_cast<std::size_t>(batch * m * k), 1);
   fill_random(type.data, b_.pointer, static_cast<std::size_t>(batch * k * n), 2);
   SHARDSIM_CUBLAS(cublasLtMatmulDescCreate(&desc_, type.compute, CUDA_R_32F));
-  const cublasOperation_t none = CUBLAS_OP_N;
-  SHARDSIM_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &none, sizeof none));
+  const cublasOperation_t transpose_a = type.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, none = CUBLAS_OP_N;
+  SHARDSIM_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transpose_a, sizeof transpose_a));
   SHARDSIM_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof none));
-  SHARDSIM_CUBLAS(cublasLtMatrixLayoutCreate(&layout_a_, type.data, m, k, m));
+  if (type.transpose_a) {
+    SHARDSIM_CUBLAS(cublasLtMatrixLayoutCreate(&layout_a_, type.data, k, m, k));  // A^T stored k x m
+  } else {
+    SHARDSIM_CUBLAS(cublasLtMatrixLayoutCreate(&layout_a_, type.data, m, k, m));
+  }
   SHARDSIM_CUBLAS(cublasLtMatrixLayoutCreate(&layout_b_, type.data, k, n, k));
-  SHARDSIM_CUBLAS(cublasLtMatrixLayoutCreate(&layout_c_, type.data, m, n, m));
+  SHARDSIM_CUBLAS(cublasLtMatrixLayoutCreate(&layout_c_, type.output, m, n, m));
   if (batch > 1) {
     set_batch(layout_a_, batch, m * k);
     set_batch(layout_b_, batch, k * n);

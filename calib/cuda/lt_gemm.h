@@ -21,17 +21,25 @@ struct DeviceBuffer {
 
 struct GemmType {
   const char* name;
-  cudaDataType_t data;
+  cudaDataType_t data;    // A and B
+  cudaDataType_t output;  // C and D
   cublasComputeType_t compute;
-  std::size_t element_bytes;
+  std::size_t element_bytes, output_bytes;
+  // cuBLASLt runs fp8 GEMMs only with A transposed ("TN"); the FLOPs are the
+  // same, so the probe and the executor use that layout for fp8.
+  bool transpose_a;
+  // Lowest compute capability (major * 10 + minor) that has it.
+  int minimum_capability;
 };
 
-// bf16, fp16 and tf32 (fp32 data); nullptr for a dtype without a type here.
+// bf16, fp16, tf32 (fp32 data) and fp8 (e4m3 inputs, bf16 output, from
+// Ada and Hopper on); nullptr for a dtype without a type here.
 const GemmType* find_gemm_type(std::string_view name);
 const std::vector<const GemmType*>& all_gemm_types();
 
 // Uniform values in [-1, 1) from a hash of the index: random, never zeros,
-// the same on every run. `type`: CUDA_R_16BF, CUDA_R_16F or CUDA_R_32F.
+// the same on every run. `type`: CUDA_R_16BF, CUDA_R_16F, CUDA_R_8F_E4M3
+// or CUDA_R_32F.
 void fill_random(cudaDataType_t type, void* data, std::size_t count, unsigned seed, cudaStream_t stream = nullptr);
 
 // `batch` independent GEMMs C[m,n] = A[m,k] B[k,n] (column-major, strided

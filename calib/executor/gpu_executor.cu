@@ -71,6 +71,9 @@ class GpuRankRun final : public RankThreadRun {
       : program_(program), rank_(rank), ops_(program.program_of(rank).ops), options_(options), id_(id),
         peer_failed_(peer_failed), memory_([](std::size_t bytes) { return std::make_unique<DeviceBuffer>(bytes); }) {
     SHARDSIM_CUDA(cudaSetDevice(device));
+    cudaDeviceProp properties{};
+    SHARDSIM_CUDA(cudaGetDeviceProperties(&properties, device));
+    capability_ = properties.major * 10 + properties.minor;
     const std::string dtype = program.description.value("dtype", std::string("bf16"));
     collective_type_ = nccl_type(dtype);
     collective_element_bytes_ = dtype == "fp32" ? 4 : 2;
@@ -182,7 +185,12 @@ class GpuRankRun final : public RankThreadRun {
     const std::string dtype(workloads::to_string(op.dtype));
     const GemmType* type = find_gemm_type(dtype);
     if (type == nullptr) {
-      throw std::invalid_argument(describe(op) + ": " + dtype + " GEMMs are not executed on GPUs yet (bf16, fp16)");
+      throw std::invalid_argument(describe(op) + ": " + dtype + " GEMMs are not executed on GPUs (bf16, fp16, fp8)");
+    }
+    if (capability_ < type->minimum_capability) {
+      throw std::invalid_argument(describe(op) + ": " + dtype + " GEMMs need compute capability " +
+                                  std::to_string(type->minimum_capability) + "; this GPU has " +
+                                  std::to_string(capability_));
     }
     const long long batch = op.kernel == KernelClass::attention ? gemm_repeats(op) : 1;
     const auto key = std::make_tuple(dtype, op.gemm.m, op.gemm.n, op.gemm.k, batch);
@@ -363,6 +371,7 @@ class GpuRankRun final : public RankThreadRun {
   ExecutionOptions options_;
   ncclUniqueId id_;
   const std::atomic<bool>* peer_failed_;
+  int capability_ = 0;
   ncclComm_t world_ = nullptr;
   std::vector<ncclComm_t> comms_;
   ncclDataType_t collective_type_ = ncclBfloat16;

@@ -165,17 +165,40 @@ MachineInfo machine_info() {
   return machine;
 }
 
+int compute_capability() {
+  int device = 0;
+  SHARDSIM_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp properties{};
+  SHARDSIM_CUDA(cudaGetDeviceProperties(&properties, device));
+  return properties.major * 10 + properties.minor;
+}
+
+// Every dtype the GPU has. One that cuBLASLt turns down here (fp8 on a
+// library without a kernel for a shape) is reported and skipped, so the
+// rest of the run's measurements still come back.
 void probe_gemms(const ProbeOptions& options, cudaStream_t stream, cublasLtHandle_t handle, void* workspace,
                  std::size_t workspace_bytes, Measurements& out) {
   const auto shapes = options.quick ? probe_gemm_shapes(1024, 1024, 1024) : probe_gemm_shapes(16384, 4096, 16384);
+  const int capability = compute_capability();
   for (const GemmType* gemm_type : all_gemm_types()) {
     const GemmType& type = *gemm_type;
+    if (capability < type.minimum_capability) {
+      options.print("gemm " + std::string(type.name) + ": skipped, needs compute capability " +
+                    std::to_string(type.minimum_capability) + ", this GPU has " + std::to_string(capability));
+      continue;
+    }
     for (const auto& s : shapes) {
-      const LtGemm gemm(handle, type, s.m, s.n, s.k, workspace, workspace_bytes);
-      const double seconds = time_on_stream(options, stream, [&] { gemm.enqueue(stream); });
-      out.gemm.push_back({type.name, s.m, s.n, s.k, seconds});
-      options.print("gemm " + std::string(type.name) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                    std::to_string(s.k) + ": " + std::to_string(2.0 * s.m * s.n * s.k / seconds / 1e12) + " TFLOP/s");
+      try {
+        const LtGemm gemm(handle, type, s.m, s.n, s.k, workspace, workspace_bytes);
+        const double seconds = time_on_stream(options, stream, [&] { gemm.enqueue(stream); });
+        out.gemm.push_back({type.name, s.m, s.n, s.k, seconds});
+        options.print("gemm " + std::string(type.name) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                      std::to_string(s.k) + ": " + std::to_string(2.0 * s.m * s.n * s.k / seconds / 1e12) + " TFLOP/s");
+      } catch (const std::runtime_error& e) {
+        options.print("gemm " + std::string(type.name) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                      std::to_string(s.k) + ": skipped, " + e.what());
+        SHARDSIM_CUDA(cudaGetLastError());  // a launch error would otherwise stick to the next call
+      }
     }
   }
 }

@@ -1,8 +1,9 @@
 // The GPU probe (CUDA, cuBLASLt, NCCL): what the simulator's GPU numbers
 // are, measured.
-//   GEMMs         cuBLASLt, bf16 / fp16 / tf32, square sizes and the shapes a
-//                 transformer layer produces, random data, CUDA-event timing
-//                 after warm-up, median of repeats;
+//   GEMMs         cuBLASLt, bf16 / fp16 / tf32 / fp8 (e4m3, where the GPU
+//                 has it), square sizes and the shapes a transformer layer
+//                 produces, random data, CUDA-event timing after warm-up,
+//                 median of repeats;
 //   copies        device_copy (HBM), host_to_device, device_to_host (pinned);
 //   launch        back-to-back empty kernels, per kernel;
 //   NCCL          all-reduce, all-gather, reduce-scatter, broadcast,
