@@ -8,6 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -48,6 +52,7 @@ struct FakeScript {
   int ranks = 3;
   int fail_rank = -1;       // this rank throws...
   int fail_step = -1;       // ...in this step (-1: while it is made)
+  int deaf_rank = -1;       // this rank then blocks without watching the flag
   std::atomic<int> connects{0};
 };
 
@@ -67,6 +72,9 @@ class FakeRank final : public RankThreadRun {
     origin_ns = 1'000'000'000LL * step_ + 1000LL * rank_;
     if (rank_ == script_.fail_rank && step_ == script_.fail_step) {
       throw std::runtime_error("cudaMemcpyAsync: an illegal memory access was encountered");
+    }
+    if (rank_ == script_.deaf_rank && step_ == script_.fail_step) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     if (!rendezvous_.meet(peer_failed_)) {
       throw ExecutionError("rank " + std::to_string(rank_) + ": stopped, another rank failed");
@@ -174,6 +182,40 @@ TEST_CASE("ranks in threads: a rank failing in its own setup keeps the others ou
   CHECK_THROWS_AS(run_fake(script, options), ExecutionError);
   CHECK_THROWS_WITH(run_fake(script, options), "rank 2: out of memory making the rank");
   CHECK(script.connects == 0);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
+
+TEST_CASE("ranks in threads: a rank blocked where it cannot see the failure ends the process past the stall timeout",
+          "[execution][threads]") {
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    FakeScript script;
+    script.fail_rank = 1;
+    script.fail_step = 1;
+    script.deaf_rank = 0;
+    ExecutionOptions options;
+    options.warmup_steps = 0;
+    options.measured_steps = 3;
+    options.stall_timeout_seconds = 0.3;
+    try {
+      run_fake(script, options);
+    } catch (...) {
+    }
+    std::_Exit(0);  // returning at all is the failure
+  }
+  int status = 0;
+  while (waitpid(child, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      FAIL("the run still had not ended 10 s after a rank failed");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
 

@@ -3,6 +3,10 @@
 #include "calib/executor/measured_steps.h"
 
 #include <barrier>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -20,11 +24,24 @@ class FirstFailure {
     if (!error_) {
       rank_ = rank;
       error_ = std::move(error);
+      when_ = std::chrono::steady_clock::now();
     }
     failed_ = true;
   }
   const std::atomic<bool>& flag() const { return failed_; }
   bool failed() const { return failed_; }
+  double seconds_since() const {
+    const std::lock_guard lock(mutex_);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - when_).count();
+  }
+
+  std::string message() const {
+    try {
+      rethrow();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
 
   [[noreturn]] void rethrow() const {
     try {
@@ -37,10 +54,11 @@ class FirstFailure {
   }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::atomic<bool> failed_{false};
   int rank_ = -1;
   std::exception_ptr error_;
+  std::chrono::steady_clock::time_point when_;
 };
 
 }  // namespace
@@ -51,6 +69,9 @@ MeasuredRun run_ranks_in_threads(int ranks, const ExecutionOptions& options, con
   std::barrier together(ranks);
   std::vector<RankSteps> measured(static_cast<std::size_t>(ranks));
   std::string device;
+  std::mutex finished_mutex;
+  std::condition_variable finished_changed;
+  int finished = 0;
 
   const auto run_rank = [&](int rank) {
     // A failed rank leaves the barrier for good, so the others still meet;
@@ -80,10 +101,28 @@ MeasuredRun run_ranks_in_threads(int ranks, const ExecutionOptions& options, con
       failure.record(rank, std::current_exception());
       together.arrive_and_drop();
     }
+    const std::lock_guard lock(finished_mutex);
+    ++finished;
+    finished_changed.notify_all();
   };
 
   std::vector<std::thread> threads;
   for (int rank = 0; rank < ranks; ++rank) threads.emplace_back(run_rank, rank);
+  // A thread blocked inside a library call that never watches the flag (an
+  // NCCL call waiting for a peer that died before joining it) would hold
+  // the join for ever; past the stall timeout after the first failure the
+  // process ends instead, as mpirun ends the survivors of a dead rank.
+  {
+    std::unique_lock lock(finished_mutex);
+    while (finished < ranks) {
+      finished_changed.wait_for(lock, std::chrono::milliseconds(100));
+      if (finished < ranks && failure.failed() && failure.seconds_since() > options.stall_timeout_seconds) {
+        std::fprintf(stderr, "%s\n(ranks still blocked %.0f s after it; ending the process)\n", failure.message().c_str(),
+                     options.stall_timeout_seconds);
+        std::_Exit(3);
+      }
+    }
+  }
   for (std::thread& thread : threads) thread.join();
   if (failure.failed()) failure.rethrow();
   return combine_rank_steps(measured, backend, device);

@@ -8,7 +8,10 @@
 //     so a rank that fails alone cannot leave the others waiting there;
 //   - the steps start together, as MPI_Barrier starts them;
 //   - the first rank to fail sets a flag that every rank's waits watch, as
-//     a process watches for mpirun's SIGTERM, and its error is the run's.
+//     a process watches for mpirun's SIGTERM, and its error is the run's;
+//   - a rank still blocked the stall timeout after that failure (inside a
+//     call that cannot watch the flag) ends the process with exit code 3
+//     and that error, as mpirun ends the survivors of a dead rank.
 #pragma once
 
 #include "calib/executor/measured_run.h"
