@@ -52,7 +52,8 @@ struct FakeScript {
   int ranks = 3;
   int fail_rank = -1;       // this rank throws...
   int fail_step = -1;       // ...in this step (-1: while it is made)
-  int deaf_rank = -1;       // this rank then blocks without watching the flag
+  int deaf_rank = -1;       // this rank blocks in that step without watching the flag...
+  std::atomic<bool> deaf{false};  // ...from here on, and only then does the failing rank fail
   std::atomic<int> connects{0};
 };
 
@@ -71,9 +72,11 @@ class FakeRank final : public RankThreadRun {
   std::vector<MeasuredOp> step(bool, std::int64_t& origin_ns) override {
     origin_ns = 1'000'000'000LL * step_ + 1000LL * rank_;
     if (rank_ == script_.fail_rank && step_ == script_.fail_step) {
+      while (script_.deaf_rank >= 0 && !script_.deaf) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       throw std::runtime_error("cudaMemcpyAsync: an illegal memory access was encountered");
     }
     if (rank_ == script_.deaf_rank && step_ == script_.fail_step) {
+      script_.deaf = true;
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     if (!rendezvous_.meet(peer_failed_)) {
