@@ -444,23 +444,21 @@ MeasuredRun execute_on_cpu(const workloads::Program& program, const ExecutionOpt
 
   StopSignalHandlers signals;
   RankRun run(program, rank, options);
-  std::vector<std::vector<MeasuredOp>> steps;
-  std::vector<std::int64_t> origins;  // nanoseconds on the host clock
-  for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
-    MPI_Request barrier = MPI_REQUEST_NULL;
-    MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
-    run.wait(barrier, "the barrier before step " + std::to_string(step));
-    const bool inject = step == options.warmup_steps && rank == options.fault.rank &&
-                        options.fault.kind != ExecutionOptions::Fault::Kind::none;
-    Clock::time_point origin;
-    std::vector<MeasuredOp> timing = run.step(inject, origin);
-    if (step >= options.warmup_steps) {
-      steps.push_back(std::move(timing));
-      origins.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count());
-    }
-  }
-
-  return gather_measured_steps(steps, origins, "cpu", cpu_description());
+  int step = 0;
+  const RankSteps mine = measure_steps(
+      rank, options,
+      [&] {
+        MPI_Request barrier = MPI_REQUEST_NULL;
+        MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
+        run.wait(barrier, "the barrier before step " + std::to_string(step++));
+      },
+      [&](bool inject, std::int64_t& origin_ns) {
+        Clock::time_point origin;
+        std::vector<MeasuredOp> timing = run.step(inject, origin);
+        origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
+        return timing;
+      });
+  return gather_measured_steps(mine, "cpu", cpu_description());
 }
 
 }  // namespace shardsim::calib

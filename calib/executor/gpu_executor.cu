@@ -392,8 +392,7 @@ class GpuRankRun final : public RankThreadRun {
 MeasuredRun execute_one_rank_per_process(const workloads::Program& program, const ExecutionOptions& options, int devices) {
   check_one_process_per_rank(program);
   const int rank = world_rank();
-  std::vector<std::vector<MeasuredOp>> steps;
-  std::vector<std::int64_t> origins;
+  RankSteps mine;
   std::string device;
   try {
     ncclUniqueId id{};
@@ -402,22 +401,13 @@ MeasuredRun execute_one_rank_per_process(const workloads::Program& program, cons
     GpuRankRun run(program, rank, local_rank() % devices, id, options, nullptr);
     run.connect();
     device = run.device_name();
-    for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
-      world_barrier();
-      const bool inject = step == options.warmup_steps && rank == options.fault.rank &&
-                          options.fault.kind != ExecutionOptions::Fault::Kind::none;
-      std::int64_t origin = 0;
-      std::vector<MeasuredOp> timing = run.step(inject, origin);
-      if (step >= options.warmup_steps) {
-        steps.push_back(std::move(timing));
-        origins.push_back(origin);
-      }
-    }
+    mine = measure_steps(rank, options, world_barrier,
+                         [&](bool inject, std::int64_t& origin_ns) { return run.step(inject, origin_ns); });
   } catch (const std::runtime_error& e) {
     if (dynamic_cast<const ExecutionError*>(&e) != nullptr) throw;
     throw ExecutionError("rank " + std::to_string(rank) + ": " + e.what());  // a failed CUDA/NCCL/cuBLAS call
   }
-  return gather_measured_steps(steps, origins, "gpu", device);
+  return gather_measured_steps(mine, "gpu", device);
 }
 
 // Every rank in this process, rank r on GPU r, one host thread each.

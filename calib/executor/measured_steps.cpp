@@ -57,14 +57,30 @@ double step_end(const std::vector<MeasuredOp>& timing) {
 
 }  // namespace
 
-MeasuredRun gather_measured_steps(const std::vector<std::vector<MeasuredOp>>& steps,
-                                  const std::vector<std::int64_t>& origins_ns, std::string backend, std::string device) {
+RankSteps measure_steps(int rank, const ExecutionOptions& options, const std::function<void()>& before_step,
+                        const RunStep& step) {
+  RankSteps mine;
+  for (int s = 0; s < options.warmup_steps + options.measured_steps; ++s) {
+    before_step();
+    const bool inject = s == options.warmup_steps && rank == options.fault.rank &&
+                        options.fault.kind != ExecutionOptions::Fault::Kind::none;
+    std::int64_t origin = 0;
+    std::vector<MeasuredOp> timing = step(inject, origin);
+    if (s >= options.warmup_steps) {
+      mine.steps.push_back(std::move(timing));
+      mine.origins_ns.push_back(origin);
+    }
+  }
+  return mine;
+}
+
+MeasuredRun gather_measured_steps(const RankSteps& mine, std::string backend, std::string device) {
   const int rank = world_rank();
   const int size = world_size();
   MeasuredRun result;
   result.backend = std::move(backend);
   result.device = std::move(device);
-  for (const auto& timing : steps) result.step_seconds.push_back(step_end(timing));
+  for (const auto& timing : mine.steps) result.step_seconds.push_back(step_end(timing));
   world_max(result.step_seconds);
   result.reported_step = median_step(result.step_seconds);
 
@@ -72,12 +88,11 @@ MeasuredRun gather_measured_steps(const std::vector<std::vector<MeasuredOp>>& st
   // the first rank's step start when the ranks share a clock.
   result.shared_clock = node_count() == 1;
   const auto reported = static_cast<std::size_t>(result.reported_step);
-  const std::int64_t my_origin = origins_ns[reported];
+  const std::int64_t my_origin = mine.origins_ns[reported];
   const std::int64_t first_origin = world_min(my_origin);
   const double shift = result.shared_clock ? static_cast<double>(my_origin - first_origin) * 1e-9 : 0.0;
-  const auto& mine = steps[reported];
   std::vector<double> flat;
-  for (const MeasuredOp& op : mine) {
+  for (const MeasuredOp& op : mine.steps[reported]) {
     flat.push_back(op.start_seconds + shift);
     flat.push_back(op.end_seconds + shift);
   }

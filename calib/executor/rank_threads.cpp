@@ -85,18 +85,8 @@ MeasuredRun run_ranks_in_threads(int ranks, const ExecutionOptions& options, con
       meet();
       run->connect();
       if (rank == 0) device = run->device_name();
-      RankSteps& mine = measured[static_cast<std::size_t>(rank)];
-      for (int step = 0; step < options.warmup_steps + options.measured_steps; ++step) {
-        meet();
-        const bool inject = step == options.warmup_steps && rank == options.fault.rank &&
-                            options.fault.kind != ExecutionOptions::Fault::Kind::none;
-        std::int64_t origin = 0;
-        std::vector<MeasuredOp> timing = run->step(inject, origin);
-        if (step >= options.warmup_steps) {
-          mine.steps.push_back(std::move(timing));
-          mine.origins_ns.push_back(origin);
-        }
-      }
+      measured[static_cast<std::size_t>(rank)] = measure_steps(
+          rank, options, meet, [&](bool inject, std::int64_t& origin_ns) { return run->step(inject, origin_ns); });
     } catch (...) {
       failure.record(rank, std::current_exception());
       together.arrive_and_drop();
