@@ -24,6 +24,7 @@ FlowNetwork::FlowNetwork(EventEngine& engine, std::vector<double> capacity_bytes
     }
   }
   link_flows_.resize(capacity_.size());
+  finished_link_bytes_.resize(capacity_.size(), 0.0);
   link_visit_mark_.assign(capacity_.size(), 0);
 }
 
@@ -36,8 +37,10 @@ FlowId FlowNetwork::start(std::vector<LinkUse> usage, double bytes, TimePs laten
     }
     if (!(use.weight > 0)) throw std::invalid_argument("flow uses a link with non-positive weight");
   }
-  // One entry per link, in link order, whatever the caller passed.
-  std::sort(usage.begin(), usage.end(), [](const LinkUse& a, const LinkUse& b) { return a.link < b.link; });
+  // One entry per link, in link order, whatever the caller passed (plans
+  // already pass them sorted).
+  const auto by_link = [](const LinkUse& a, const LinkUse& b) { return a.link < b.link; };
+  if (!std::is_sorted(usage.begin(), usage.end(), by_link)) std::sort(usage.begin(), usage.end(), by_link);
   std::size_t kept = 0;
   for (std::size_t i = 0; i < usage.size(); ++i) {
     if (kept > 0 && usage[kept - 1].link == usage[i].link) {
@@ -264,6 +267,12 @@ void FlowNetwork::complete_due_flows() {
   }
   detach_finished(freed_links);
   for (FlowId f : done) {
+    Flow& flow = flows_[f];
+    for (const LinkUse& use : flow.usage) finished_link_bytes_[static_cast<std::size_t>(use.link)] += use.weight * flow.bytes;
+    std::vector<LinkUse>().swap(flow.usage);
+    std::vector<std::uint32_t>().swap(flow.slot_in_link);
+  }
+  for (FlowId f : done) {
     Completion callback = std::move(flows_[f].on_complete);
     flows_[f].on_complete = nullptr;
     if (callback) callback();  // may start flows; they join the recomputation below
@@ -277,9 +286,10 @@ double FlowNetwork::rate(FlowId flow) const { return flows_.at(flow).rate; }
 bool FlowNetwork::finished(FlowId flow) const { return flows_.at(flow).state == State::done; }
 
 std::vector<double> FlowNetwork::link_bytes() const {
-  std::vector<double> bytes(capacity_.size(), 0.0);
+  std::vector<double> bytes = finished_link_bytes_;
   const TimePs now = engine_.now();
   for (const Flow& flow : flows_) {
+    if (flow.state == State::done) continue;
     double moved = flow.bytes - flow.remaining;
     if (flow.state == State::active) {
       moved += std::min(flow.remaining, flow.rate * seconds_from_picoseconds(now - flow.last_update));

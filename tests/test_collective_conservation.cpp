@@ -114,3 +114,32 @@ TEST_CASE("a rail-aligned ring never touches the spine", "[collectives][conserva
     if (spine) REQUIRE(run.link_bytes[l] == 0);
   }
 }
+
+TEST_CASE("a broadcast leaves its root and a reduce ends at it, whichever rank is root", "[collectives][conservation]") {
+  // Two nodes, so that some roots sit where the ring leaves a node and the
+  // hop a chain leaves out crosses the network. Every channel's entry and
+  // exit GPU is attached to the channel's NIC, so no GPU relays for another
+  // (PXN) and a GPU's bytes are its own.
+  const World world("dgx-a100-2node");
+  const auto group = world.all();
+  const double s = 64.0 * (1 << 20), n = group.size();
+  for (int root = 0; root < group.size(); ++root) {
+    INFO("root " << root);
+    const auto broadcast = tally(world, world.run(group, CollectiveOp::broadcast, Algorithm::ring, Protocol::simple, s, root).link_bytes);
+    const auto reduce = tally(world, world.run(group, CollectiveOp::reduce, Algorithm::ring, Protocol::simple, s, root).link_bytes);
+    for (int g = 0; g < group.size(); ++g) {
+      const auto i = static_cast<std::size_t>(g);
+      if (g == root) {
+        REQUIRE(broadcast.gpu_in[i] == 0);
+        REQUIRE(broadcast.gpu_out[i] == Approx(s).epsilon(1e-9));
+        REQUIRE(reduce.gpu_out[i] == 0);
+        REQUIRE(reduce.gpu_in[i] == Approx(s).epsilon(1e-9));
+      } else {
+        REQUIRE(broadcast.gpu_in[i] == Approx(s).epsilon(1e-9));  // each receives the buffer once
+        REQUIRE(reduce.gpu_out[i] == Approx(s).epsilon(1e-9));    // each sends its partial sum once
+      }
+    }
+    REQUIRE(sum(broadcast.gpu_out) == Approx((n - 1) * s).epsilon(1e-9));
+    REQUIRE(sum(reduce.gpu_in) == Approx((n - 1) * s).epsilon(1e-9));
+  }
+}

@@ -4,7 +4,9 @@
 #include "fixtures.h"
 #include "sim/collective_sweep.h"
 #include "sim/collectives/binary_tree.h"
+#include "sim/collectives/cost_model.h"
 #include "sim/collectives/ring.h"
+#include "sim/collectives/ring_chain.h"
 #include "sim/collectives/selection.h"
 #include "topology/presets.h"
 
@@ -158,4 +160,79 @@ TEST_CASE("hash ECMP collisions never beat an even split", "[collectives][routin
   const double ring_split = split.flow_seconds(split.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, bytes);
   const double ring_hash = hash.flow_seconds(hash.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, bytes);
   REQUIRE(ring_hash == Approx(ring_split).epsilon(0.01));
+}
+
+TEST_CASE("a chain is its ring less one hop: plan and cost as routing the chain's own hops", "[collectives][ring]") {
+  // Hash ECMP, so that a hop's spine depends on its flow key: a chain hop
+  // must take the path of the ring connection it uses.
+  auto doc = nlohmann::json::parse(std::ifstream(shardsim::data_directory() + "/topology/clusters/dgx-a100-8node.json"));
+  doc["fabric"]["ecmp"] = "hash";
+  const World world(topology::parse_cluster_spec(doc, "hash.json"), calib::load_profile("a100"));
+  const auto group = world.group({0, 1, 2, 9, 12, 17, 18, 30, 33, 47, 50, 63});  // uneven nodes and NICs
+  sim::RingChainCache cache;
+  sim::CollectiveContext cached = world.context(group);
+  cached.ring_chains = &cache;
+  for (CollectiveOp op : {CollectiveOp::broadcast, CollectiveOp::reduce}) {
+    for (Protocol protocol : {Protocol::ll, Protocol::simple}) {
+      const auto& params = sim::protocol_params(world.profile(), op, Algorithm::ring, protocol);
+      for (int root = 0; root < group.size(); ++root) {
+        INFO(to_string(op) << " " << to_string(protocol) << " root " << root);
+        const topology::GpuId root_gpu = group.ranks[static_cast<std::size_t>(root)];
+        // By definition: every ring hop but the one into the root
+        // (broadcast) or out of it (reduce), routed with its ring position
+        // as flow key, and priced by the cost model from those hops alone.
+        sim::TransferBuilder builder(world.router(), params);
+        sim::LinkLoadCounter load(world.cluster());
+        std::vector<std::vector<sim::Hop>> chains;
+        std::vector<sim::Transfer> expected;
+        TimePs start = 0;
+        for (const auto& channel : group.channels) {
+          const auto ring = sim::ring_hops(channel);
+          std::vector<sim::Hop> chain;
+          TimePs routed_latency = 0, chain_latency = 0;
+          for (std::size_t i = 0; i < ring.size(); ++i) {
+            if ((op == CollectiveOp::broadcast ? ring[i].dst : ring[i].src) == root_gpu) continue;
+            chain.push_back(ring[i]);
+            routed_latency += builder.add_hop(ring[i], i);
+            chain_latency += sim::step_latency(world.cluster(), params, ring[i]);
+          }
+          REQUIRE(chain.size() == ring.size() - 1);
+          start = std::max(start, chain_latency);
+          expected.push_back(builder.take(1.0 / static_cast<double>(group.channels.size()), routed_latency));
+          chains.push_back(std::move(chain));
+        }
+        for (const auto& chain : chains) {
+          for (const auto& hop : chain) load.add(hop, 1.0 / static_cast<double>(chains.size()), start);
+        }
+        const auto expected_cost = sim::with_launch(
+            load.cost_lines(sim::effective_speeds(world.cluster(), world.profile(), params.bandwidth_factor)),
+            params.base_latency_seconds);
+
+        const auto plan = sim::collective_algorithm(Algorithm::ring).plan(world.context(group), {op, root}, protocol);
+        REQUIRE(plan.phases.size() == 1);
+        const auto& transfers = plan.phases.front().transfers;
+        REQUIRE(transfers.size() == expected.size());
+        for (std::size_t c = 0; c < transfers.size(); ++c) {
+          REQUIRE(transfers[c].latency == expected[c].latency);
+          REQUIRE(transfers[c].bytes_per_hop == expected[c].bytes_per_hop);
+          REQUIRE(transfers[c].links.size() == expected[c].links.size());
+          for (std::size_t l = 0; l < transfers[c].links.size(); ++l) {
+            REQUIRE(transfers[c].links[l].link == expected[c].links[l].link);
+            REQUIRE(transfers[c].links[l].weight == Approx(expected[c].links[l].weight).epsilon(1e-12));
+          }
+        }
+        const auto cost = sim::collective_algorithm(Algorithm::ring).cost(world.context(group), {op, root}, protocol);
+        REQUIRE(cost.phases.size() == 1);
+        REQUIRE(cost.phases.front().size() == expected_cost.size());
+        for (double bytes : {1e3, 1e6, 1e9}) REQUIRE(cost.seconds(bytes) == Approx(sim::CollectiveCost{{expected_cost}}.seconds(bytes)).epsilon(1e-12));
+
+        // The cache gives what a context without one computes.
+        const auto cached_plan = sim::collective_algorithm(Algorithm::ring).plan(cached, {op, root}, protocol);
+        for (std::size_t c = 0; c < transfers.size(); ++c) REQUIRE(cached_plan.phases.front().transfers[c].links == transfers[c].links);
+        REQUIRE(sim::collective_algorithm(Algorithm::ring).cost(cached, {op, root}, protocol).seconds(1e6) == cost.seconds(1e6));
+      }
+    }
+  }
+  REQUIRE_THROWS_AS(sim::RingChains(world.context(group), CollectiveOp::reduce, Protocol::simple).plan(group.size()),
+                    std::invalid_argument);
 }

@@ -45,11 +45,16 @@ struct CollectiveCost {
   double seconds(double bytes) const;
 };
 
+class RingChainCache;
+
 struct CollectiveContext {
   const topology::Cluster& cluster;
   const topology::Router& router;
   const calib::Profile& profile;
   const GroupLayout& group;
+  // Optional, for the group above: lets broadcasts and reduces from many
+  // roots share one routing of the ring (ring_chain.h).
+  RingChainCache* ring_chains = nullptr;
 };
 
 class CollectiveAlgorithm {

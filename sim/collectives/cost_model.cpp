@@ -59,23 +59,20 @@ std::vector<AlphaBeta> with_launch(std::vector<AlphaBeta> lines, double launch_s
 }
 
 LinkLoadCounter::LinkLoadCounter(const topology::Cluster& cluster) : cluster_(cluster) {
-  const auto gpus = static_cast<std::size_t>(cluster.gpu_count());
-  const auto nics = static_cast<std::size_t>(cluster.nodes() * cluster.nics_per_node());
-  const auto leaves = static_cast<std::size_t>(cluster.leaf_count());
-  for (Class c : {nvlink_out, nvlink_in, pcie_out, pcie_in}) loads_[c].resize(gpus);
-  for (Class c : {nic_out, nic_in}) loads_[c].resize(nics);
-  for (Class c : {leaf_up, leaf_down}) loads_[c].resize(leaves);
+  const int gpus = cluster.gpu_count();
+  const int nics = cluster.nodes() * cluster.nics_per_node();
+  const int leaves = cluster.leaf_count();
+  const int entities[kClasses] = {gpus, gpus, gpus, gpus, nics, nics, leaves, leaves};
+  for (int c = 0; c < kClasses; ++c) first_link_[c + 1] = first_link_[c] + entities[c];
 }
 
 void LinkLoadCounter::load(Class c, int entity, double bytes, TimePs start) {
-  Tiers& tiers = loads_[c][static_cast<std::size_t>(entity)];
-  for (auto& [at, total] : tiers) {
-    if (at == start) {
-      total += bytes;
-      return;
-    }
+  auto tier = std::find_if(tiers_.begin(), tiers_.end(), [&](const Tier& t) { return t.start == start; });
+  if (tier == tiers_.end()) {
+    tiers_.push_back({start, std::vector<double>(static_cast<std::size_t>(first_link_[kClasses]), 0.0)});
+    tier = tiers_.end() - 1;
   }
-  tiers.emplace_back(start, bytes);
+  tier->bytes[static_cast<std::size_t>(first_link_[c] + entity)] += bytes;
 }
 
 void LinkLoadCounter::add(const Hop& hop, double bytes, TimePs start) {
@@ -117,21 +114,16 @@ std::vector<AlphaBeta> LinkLoadCounter::cost_lines(const EffectiveSpeeds& speeds
   const double speed[kClasses] = {speeds.nvlink, speeds.nvlink, speeds.pcie, speeds.pcie,
                                   nic_speed,     nic_speed,     speeds.leaf_uplink, speeds.leaf_uplink};
   std::vector<TimePs> starts;
-  for (const auto& entities : loads_) {
-    for (const Tiers& tiers : entities) {
-      for (const auto& tier : tiers) starts.push_back(tier.first);
-    }
-  }
+  for (const Tier& tier : tiers_) starts.push_back(tier.start);
   std::sort(starts.begin(), starts.end());
-  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
 
   std::vector<AlphaBeta> lines;
   for (TimePs start : starts) {
     double slowest = 0;  // seconds per byte of buffer on the busiest link
     for (int c = 0; c < kClasses; ++c) {
-      for (const Tiers& tiers : loads_[c]) {
+      for (int link = first_link_[c]; link < first_link_[c + 1]; ++link) {
         double later = 0;
-        for (const auto& [at, bytes] : tiers) later += at >= start ? bytes : 0.0;
+        for (const Tier& tier : tiers_) later += tier.start >= start ? tier.bytes[static_cast<std::size_t>(link)] : 0.0;
         slowest = std::max(slowest, later / speed[c]);
       }
     }

@@ -56,12 +56,21 @@ class LinkLoadCounter {
   std::vector<AlphaBeta> cost_lines(const EffectiveSpeeds& speeds) const;
 
  private:
-  using Tiers = std::vector<std::pair<TimePs, double>>;  // (start, bytes), few entries
   enum Class { nvlink_out, nvlink_in, pcie_out, pcie_in, nic_out, nic_in, leaf_up, leaf_down, kClasses };
   void load(Class c, int entity, double bytes, TimePs start);
 
+  // Per distinct start latency (few: one for a ring or a tree), a dense
+  // tally over every link of every class, in the order the starts first
+  // came: a large group adds thousands of hops, and a search prices
+  // thousands of groups.
+  struct Tier {
+    TimePs start = 0;
+    std::vector<double> bytes;  // by first_link_[class] + the GPU, NIC or leaf
+  };
+
   const topology::Cluster& cluster_;
-  std::vector<Tiers> loads_[kClasses];  // per GPU, NIC or leaf, as the class says
+  int first_link_[kClasses + 1] = {};
+  std::vector<Tier> tiers_;
 };
 
 }  // namespace shardsim::sim

@@ -46,6 +46,7 @@ GroupLayout make_group_layout(const Cluster& cluster, std::vector<GpuId> ranks) 
     layout.nodes.push_back(node);
     layout.gpus_by_node.push_back(std::move(gpus));
   }
+  layout.channels = build_node_channels(cluster, layout);
   return layout;
 }
 

@@ -24,10 +24,20 @@ using topology::Cluster;
 using topology::GpuId;
 using topology::NicId;
 
+// One channel's path through one node.
+struct NodeChannel {
+  NicId nic = -1;              // -1 when the group has a single node
+  std::vector<GpuId> order;    // entry first, exit last
+};
+
 struct GroupLayout {
   std::vector<GpuId> ranks;                       // rank -> GPU
   std::vector<int> nodes;                         // distinct nodes, as the ranks first reach them
   std::vector<std::vector<GpuId>> gpus_by_node;   // per entry of `nodes`, local-index order
+  // channels[c][j]: channel c on node j, as build_node_channels() makes them.
+  // Every collective on the group uses the same channels, as NCCL's
+  // communicator sets them up once.
+  std::vector<std::vector<NodeChannel>> channels;
 
   int size() const { return static_cast<int>(ranks.size()); }
   int node_count() const { return static_cast<int>(nodes.size()); }
@@ -38,12 +48,6 @@ struct GroupLayout {
 // Throws std::invalid_argument for an empty group, a GPU outside the cluster,
 // or a GPU listed twice.
 GroupLayout make_group_layout(const Cluster& cluster, std::vector<GpuId> ranks);
-
-// One channel's path through one node.
-struct NodeChannel {
-  NicId nic = -1;              // -1 when the group has a single node
-  std::vector<GpuId> order;    // entry first, exit last
-};
 
 // channels[c][j]: channel c on node j of the layout. One channel on a single
 // node (the NVSwitch is non-blocking: more would not change any load);

@@ -57,7 +57,7 @@ TransferPlan HierarchicalAlgorithm::plan(const CollectiveContext& context, const
     Phase out;
     TransferBuilder builder(context.router, params);
     for (const GroupLayout& group : phase.groups) {
-      const RingSchedule schedule = ring_schedule(context.cluster, group, {phase.op, 0});
+      const RingSchedule schedule = ring_schedule(group, {phase.op, 0});
       for (const auto& hops : schedule.channel_hops) {
         std::vector<TimePs> latencies;
         for (const Hop& hop : hops) latencies.push_back(builder.add_hop(hop));
@@ -81,7 +81,7 @@ CollectiveCost HierarchicalAlgorithm::cost(const CollectiveContext& context, con
     std::vector<RingSchedule> schedules;
     TimePs start = 0;
     for (const GroupLayout& group : phase.groups) {
-      schedules.push_back(ring_schedule(context.cluster, group, {phase.op, 0}));
+      schedules.push_back(ring_schedule(group, {phase.op, 0}));
       for (const auto& hops : schedules.back().channel_hops) {
         std::vector<TimePs> latencies;
         for (const Hop& hop : hops) latencies.push_back(step_latency(context.cluster, params, hop));

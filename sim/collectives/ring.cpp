@@ -1,8 +1,11 @@
 #include "sim/collectives/ring.h"
 
 #include "sim/collectives/cost_model.h"
+#include "sim/collectives/ring_chain.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace shardsim::sim {
 
@@ -26,14 +29,13 @@ std::vector<Hop> ring_hops(const std::vector<NodeChannel>& channel) {
 TimePs RingSchedule::channel_latency(const std::vector<TimePs>& hop_latencies) const {
   TimePs total = 0;
   for (TimePs t : hop_latencies) total += t;
-  if (chain || hop_latencies.empty()) return total;
+  if (hop_latencies.empty()) return total;
   return static_cast<TimePs>(static_cast<double>(total) * steps / static_cast<double>(hop_latencies.size()));
 }
 
-RingSchedule ring_schedule(const topology::Cluster& cluster, const GroupLayout& group, const CollectiveCall& call) {
+RingSchedule ring_schedule(const GroupLayout& group, const CollectiveCall& call) {
   RingSchedule schedule;
   const int n = group.size();
-  if (n < 2) return schedule;
   const double ranks = n;
   double bytes_per_edge = 1.0;  // all channels together, per byte of buffer
   switch (call.op) {
@@ -47,23 +49,11 @@ RingSchedule ring_schedule(const topology::Cluster& cluster, const GroupLayout& 
       schedule.steps = n - 1;
       break;
     default:
-      schedule.steps = n - 1;
-      schedule.chain = true;
+      throw std::invalid_argument("ring_schedule: " + std::string(workloads::to_string(call.op)) +
+                                  " is not a ring collective");
   }
-
-  const topology::GpuId root = group.ranks[static_cast<std::size_t>(call.root)];
-  for (const auto& channel : build_node_channels(cluster, group)) {
-    std::vector<Hop> hops = ring_hops(channel);
-    if (schedule.chain) {
-      // Broadcast: the n-1 hops leaving the root; reduce: the n-1 ending at it.
-      const bool broadcast = call.op == CollectiveOp::broadcast;
-      const auto first = std::find_if(hops.begin(), hops.end(),
-                                      [&](const Hop& h) { return (broadcast ? h.src : h.dst) == root; });
-      std::rotate(hops.begin(), broadcast ? first : first + 1, hops.end());
-      hops.pop_back();
-    }
-    schedule.channel_hops.push_back(std::move(hops));
-  }
+  if (n < 2) return schedule;
+  for (const auto& channel : group.channels) schedule.channel_hops.push_back(ring_hops(channel));
   schedule.bytes_per_hop = bytes_per_edge / static_cast<double>(schedule.channel_hops.size());
   return schedule;
 }
@@ -76,9 +66,12 @@ std::string RingAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout
 }
 
 TransferPlan RingAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const {
+  if (is_chain(call.op)) {
+    return with_ring_chains(context, call.op, protocol, [&](const RingChains& chains) { return chains.plan(call.root); });
+  }
   const auto& params = protocol_params(context.profile, call.op, Algorithm::ring, protocol);
   TransferPlan plan{call.op, Algorithm::ring, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}};
-  const RingSchedule schedule = ring_schedule(context.cluster, context.group, call);
+  const RingSchedule schedule = ring_schedule(context.group, call);
   if (schedule.channel_hops.empty()) return plan;
   Phase phase;
   TransferBuilder builder(context.router, params);
@@ -93,8 +86,11 @@ TransferPlan RingAlgorithm::plan(const CollectiveContext& context, const Collect
 
 CollectiveCost RingAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
                                    Protocol protocol) const {
+  if (is_chain(call.op)) {
+    return with_ring_chains(context, call.op, protocol, [&](const RingChains& chains) { return chains.cost(call.root); });
+  }
   const auto& params = protocol_params(context.profile, call.op, Algorithm::ring, protocol);
-  const RingSchedule schedule = ring_schedule(context.cluster, context.group, call);
+  const RingSchedule schedule = ring_schedule(context.group, call);
   // Channels advance in lockstep through the links they share: the call ends
   // when the last channel to start has moved its share over the busiest link.
   TimePs start = 0;

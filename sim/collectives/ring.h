@@ -4,8 +4,8 @@
 // 2(n-1) steps, each hop carrying 2(n-1)/n of the buffer in total.
 // All-gather and reduce-scatter take n-1 steps and (n-1)/n of the buffer.
 // Broadcast and reduce pipeline the whole buffer along the ring as a chain
-// from (or to) the root: n-1 hops of the full size. The buffer is split evenly
-// over the channels; each channel is one lockstep Transfer.
+// from (or to) the root (ring_chain.h). The buffer is split evenly over the
+// channels; each channel is one lockstep Transfer.
 #pragma once
 
 #include "sim/collectives/collective_algorithm.h"
@@ -26,19 +26,21 @@ class RingAlgorithm final : public CollectiveAlgorithm {
 // node's entry (the last node wraps to the first).
 std::vector<Hop> ring_hops(const std::vector<NodeChannel>& channel);
 
-// What a ring collective moves: per channel the hops that carry data, all
-// with the same bytes, and how many algorithm steps it takes.
+// What a ring all-reduce, all-gather or reduce-scatter moves: per channel
+// the ring's hops, all with the same bytes, and how many algorithm steps it
+// takes.
 struct RingSchedule {
   std::vector<std::vector<Hop>> channel_hops;
   double bytes_per_hop = 0;  // per byte of buffer
   int steps = 0;
-  bool chain = false;  // broadcast/reduce: each hop is one step, once
 
   // Latency of one channel given the step latency of each of its hops: a ring
-  // spreads its steps evenly over its hops, a chain pays each hop once.
+  // spreads its steps evenly over its hops.
   TimePs channel_latency(const std::vector<TimePs>& hop_latencies) const;
 };
 
-RingSchedule ring_schedule(const topology::Cluster& cluster, const GroupLayout& group, const CollectiveCall& call);
+// Throws std::invalid_argument for broadcast, reduce and the ops rings do
+// not run.
+RingSchedule ring_schedule(const GroupLayout& group, const CollectiveCall& call);
 
 }  // namespace shardsim::sim

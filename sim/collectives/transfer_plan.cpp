@@ -7,23 +7,24 @@ namespace shardsim::sim {
 TransferBuilder::TransferBuilder(const topology::Router& router, const calib::ProtocolParams& protocol)
     : router_(router), protocol_(protocol), weight_by_link_(router.cluster().links().size(), 0.0) {}
 
-TimePs TransferBuilder::add_hop(const Hop& hop) {
-  const topology::Route route = router_.route({hop.src, hop.dst, hop.src_nic, hop.dst_nic, hops_.size()});
+TimePs TransferBuilder::add_hop(const Hop& hop) { return add_hop(hop, hops_); }
+
+TimePs TransferBuilder::add_hop(const Hop& hop, std::uint64_t flow_key) {
+  const topology::Route route = router_.route({hop.src, hop.dst, hop.src_nic, hop.dst_nic, flow_key});
   const double wire_bytes_per_payload_byte = 1.0 / protocol_.bandwidth_factor;
   for (const LinkUse& use : route.links) {
     auto& weight = weight_by_link_[static_cast<std::size_t>(use.link)];
     if (weight == 0) touched_.push_back(use.link);
     weight += use.weight * wire_bytes_per_payload_byte;
   }
-  hops_.push_back(hop);
+  ++hops_;
   const auto kind = crosses_nodes(router_.cluster(), hop) ? topology::LinkKind::network : topology::LinkKind::nvlink;
   return picoseconds_from_seconds(protocol_.hop_latency(kind)) + route.latency;
 }
 
 Transfer TransferBuilder::take(double bytes_per_hop, TimePs latency) {
   Transfer transfer;
-  transfer.hops = std::move(hops_);
-  hops_.clear();
+  hops_ = 0;
   std::sort(touched_.begin(), touched_.end());
   transfer.links.reserve(touched_.size());
   for (topology::LinkId link : touched_) {

@@ -31,7 +31,6 @@ struct Hop {
 };
 
 struct Transfer {
-  std::vector<Hop> hops;
   std::vector<LinkUse> links;  // link bytes per byte moved by one hop, sorted by link
   double bytes_per_hop = 0;    // per byte of the collective's buffer
   TimePs latency = 0;          // before the first byte moves
@@ -58,8 +57,10 @@ class TransferBuilder {
  public:
   TransferBuilder(const topology::Router& router, const calib::ProtocolParams& protocol);
 
-  // Returns the hop's step latency.
+  // Returns the hop's step latency. `flow_key` picks among equal-cost paths
+  // in hash ECMP mode; by default the hop's index in the transfer.
   TimePs add_hop(const Hop& hop);
+  TimePs add_hop(const Hop& hop, std::uint64_t flow_key);
   // The Transfer of all hops added since the last take().
   Transfer take(double bytes_per_hop, TimePs latency);
 
@@ -70,7 +71,7 @@ class TransferBuilder {
  private:
   const topology::Router& router_;
   const calib::ProtocolParams& protocol_;
-  std::vector<Hop> hops_;
+  std::size_t hops_ = 0;  // added since the last take()
   std::vector<double> weight_by_link_;  // dense accumulator, reset through touched_
   std::vector<topology::LinkId> touched_;
 };

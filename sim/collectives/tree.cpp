@@ -17,7 +17,7 @@ struct TreeTransfer {
 
 // The hops of every (channel, tree) pair.
 std::vector<TreeTransfer> tree_transfers(const CollectiveContext& context) {
-  const auto channels = build_node_channels(context.cluster, context.group);
+  const auto& channels = context.group.channels;
   const int nodes = context.group.node_count();
   const auto [tree_a, tree_b] = double_binary_tree(nodes);
   std::vector<TreeTransfer> out;

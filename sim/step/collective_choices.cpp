@@ -10,20 +10,31 @@ CollectiveChoices::Group& CollectiveChoices::group(const std::vector<topology::G
                                                    const CollectiveCall& call) {
   Group& entry = groups_[{gpus, call.op, call.root}];
   if (!entry.chooser_) {
+    auto& shared = by_gpus_[gpus];
+    if (!shared.layout) {
+      shared.layout = std::make_shared<const GroupLayout>(make_group_layout(cluster_, gpus));
+      shared.ring_chains = std::make_shared<RingChainCache>();
+    }
     entry.owner_ = this;
     entry.call_ = call;
-    entry.layout_ = std::make_unique<GroupLayout>(make_group_layout(cluster_, gpus));
-    entry.chooser_ = std::make_unique<AlgorithmChooser>(CollectiveContext{cluster_, router_, profile_, *entry.layout_}, call);
+    entry.layout_ = shared.layout;
+    entry.ring_chains_ = shared.ring_chains;
+    entry.chooser_ = std::make_unique<AlgorithmChooser>(entry.context(), call);
   }
   return entry;
 }
 
+CollectiveContext CollectiveChoices::Group::context() const {
+  return {owner_->cluster_, owner_->router_, owner_->profile_, *layout_, ring_chains_.get()};
+}
+
 std::shared_ptr<const TransferPlan> CollectiveChoices::Group::plan(const AlgorithmCandidate& choice) {
+  const auto build = [&] {
+    return std::make_shared<const TransferPlan>(collective_algorithm(choice.algorithm).plan(context(), call_, choice.protocol));
+  };
+  if (is_chain(call_.op)) return build();
   auto& plan = plans_[{choice.algorithm, choice.protocol}];
-  if (!plan) {
-    const CollectiveContext context{owner_->cluster_, owner_->router_, owner_->profile_, *layout_};
-    plan = std::make_shared<const TransferPlan>(collective_algorithm(choice.algorithm).plan(context, call_, choice.protocol));
-  }
+  if (!plan) plan = build();
   return plan;
 }
 
@@ -32,7 +43,8 @@ double CollectiveChoices::Group::spine_bytes_per_byte(const AlgorithmCandidate& 
   if (const auto found = spine_.find(key); found != spine_.end()) return found->second;
   double bytes = 0;
   if (layout_->node_count() > 1) {
-    for (const Phase& phase : plan(choice)->phases) {
+    const auto routed = plan(choice);
+    for (const Phase& phase : routed->phases) {
       for (const Transfer& transfer : phase.transfers) {
         for (const LinkUse& use : transfer.links) {
           if (owner_->cluster_.is_leaf_uplink(use.link)) bytes += use.weight * transfer.bytes_per_hop;

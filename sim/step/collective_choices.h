@@ -2,11 +2,14 @@
 // and protocol (selection.h), the transfer plans the choices need, and how
 // many bytes each plan sends across the spine. Built on first use and kept,
 // keyed by the GPUs and the call: a search that compiles hundreds of plans
-// over the same groups builds each choice once.
+// over the same groups builds each choice once. The layout (with its
+// channels) is one per set of GPUs, shared by every kind and root of call:
+// ZeRO-1/2 reduces to each of a group's ranks in turn.
 #pragma once
 
 #include "calib/profile.h"
 #include "sim/collectives/group.h"
+#include "sim/collectives/ring_chain.h"
 #include "sim/collectives/selection.h"
 #include "sim/collectives/transfer_plan.h"
 #include "topology/cluster.h"
@@ -28,6 +31,8 @@ class CollectiveChoices {
    public:
     const GroupLayout& layout() const { return *layout_; }
     const AlgorithmCandidate& choose(double bytes) const { return chooser_->choose(bytes); }
+    // Kept, except a broadcast's or reduce's: a group has one per root, and
+    // they come cheaply from the ring's routes (ring_chain.h).
     std::shared_ptr<const TransferPlan> plan(const AlgorithmCandidate& choice);
     // Bytes crossing the spine (leaf uplinks) per byte of the call's buffer.
     double spine_bytes_per_byte(const AlgorithmCandidate& choice);
@@ -35,8 +40,11 @@ class CollectiveChoices {
    private:
     friend class CollectiveChoices;
     const CollectiveChoices* owner_ = nullptr;
+    CollectiveContext context() const;
+
     CollectiveCall call_;
-    std::unique_ptr<GroupLayout> layout_;
+    std::shared_ptr<const GroupLayout> layout_;
+    std::shared_ptr<RingChainCache> ring_chains_;
     std::unique_ptr<AlgorithmChooser> chooser_;
     std::map<std::pair<Algorithm, Protocol>, std::shared_ptr<const TransferPlan>> plans_;
     std::map<std::pair<Algorithm, Protocol>, double> spine_;
@@ -49,6 +57,11 @@ class CollectiveChoices {
   const topology::Cluster& cluster_;
   const topology::Router& router_;
   const calib::Profile& profile_;
+  struct SharedByGpus {
+    std::shared_ptr<const GroupLayout> layout;
+    std::shared_ptr<RingChainCache> ring_chains;
+  };
+  std::map<std::vector<topology::GpuId>, SharedByGpus> by_gpus_;
   std::map<std::tuple<std::vector<topology::GpuId>, CollectiveOp, int>, Group> groups_;
 };
 
