@@ -55,7 +55,7 @@ json measurements_to_json(const Measurements& m) {
                     {"software", m.machine.software}};
   out["gemm"] = json::array();
   for (const auto& g : m.gemm) {
-    out["gemm"].push_back({{"dtype", g.dtype}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"seconds", g.seconds}});
+    out["gemm"].push_back({{"dtype", g.dtype}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"batch", g.batch}, {"seconds", g.seconds}});
   }
   out["copies"] = json::array();
   for (const auto& c : m.copies) out["copies"].push_back({{"kind", c.kind}, {"bytes", c.bytes}, {"seconds", c.seconds}});
@@ -119,6 +119,7 @@ Measurements parse_measurements(const json& document, const std::string& file) {
     g.m = dimension(e, "m");
     g.n = dimension(e, "n");
     g.k = dimension(e, "k");
+    if (e.has("batch")) g.batch = dimension(e, "batch");
     g.seconds = e.positive_number("seconds");
     m.gemm.push_back(g);
   });

@@ -4,7 +4,9 @@
 // in bytes:
 //
 //   machine        where it ran (host, device, backend, software versions);
-//   gemm           {dtype, m, n, k, seconds}: C[m,n] = A[m,k] B[k,n];
+//   gemm           {dtype, m, n, k, batch, seconds}: C[m,n] = A[m,k] B[k,n],
+//                  `batch` of them in one call (attention's GEMMs, one per
+//                  head; optional, 1 when absent);
 //   copies         {kind, bytes, seconds}; kind device_copy (a buffer copied
 //                  inside device memory, so 2 x bytes of traffic),
 //                  host_to_device, device_to_host, host_copy (as device_copy,
@@ -43,8 +45,11 @@ struct GemmMeasurement {
   std::string dtype;  // bf16, fp16, tf32, fp8, fp32, fp64
   long long m = 0, n = 0, k = 0;
   double seconds = 0;
+  long long batch = 1;  // independent GEMMs of this shape in the one call timed
 
-  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+  double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+  }
 };
 
 struct CopyMeasurement {

@@ -116,6 +116,38 @@ TEST_CASE("the fit recovers a GEMM efficiency curve and keeps the nominal peak",
   CHECK(profile.name == "h200-measured");
 }
 
+TEST_CASE("batched GEMMs count every GEMM of the batch, and fit on the same curve", "[calib]") {
+  // Attention's per-head GEMMs next to single ones, all timed by one law
+  // t = t0 + F / R over the call's total FLOPs: the fit must recover t0 and
+  // R, which it can only if a batch of 32 counts 32 GEMMs' FLOPs.
+  const nlohmann::json base = base_profile("h200");
+  const double peak = base["compute"]["dtypes"]["bf16"]["peak_flops_per_second"].get<double>();
+  const double overhead = 6e-6, rate = 0.6 * peak;
+  calib::Measurements m;
+  m.machine = {"test", "synthetic H200", "cuda", ""};
+  for (long long s = 512; s <= 16384; s *= 2) m.gemm.push_back({"bf16", s, s, s, overhead + 2.0 * s * s * s / rate});
+  for (long long sequence = 512; sequence <= 8192; sequence *= 2) {
+    const calib::GemmMeasurement scores{"bf16", sequence, sequence, 128, 0, 32};
+    REQUIRE(scores.flops() == 2.0 * sequence * sequence * 128 * 32);
+    m.gemm.push_back(scores);
+    m.gemm.back().seconds = overhead + scores.flops() / rate;
+  }
+  calib::FitOptions options;
+  options.base = base;
+  const calib::Profile profile = calib::parse_profile(calib::fit_profile(m, options, "synthetic").profile, "fitted");
+  const calib::MeasuredCurve& curve = profile.measured.gemm.at("bf16");
+  CHECK(curve.fit.units_per_second == Approx(rate).epsilon(0.01));
+  CHECK(curve.fit.alpha_seconds == Approx(overhead).epsilon(0.01));
+
+  // The batch survives the raw format, and a point without one is one GEMM.
+  nlohmann::json document = calib::measurements_to_json(m);
+  CHECK(calib::parse_measurements(document, "raw.json").gemm.back().batch == 32);
+  document["gemm"][0].erase("batch");
+  CHECK(calib::parse_measurements(document, "raw.json").gemm.front().batch == 1);
+  document["gemm"][1]["batch"] = 0;
+  REQUIRE_THROWS_WITH(calib::parse_measurements(document, "raw.json"), Catch::Contains("raw.json: gemm[1].batch"));
+}
+
 TEST_CASE("nccl-tests text logs import with both sides and the #wrong column", "[calib]") {
   const calib::Measurements m = calib::import_nccl_tests(sample("all_reduce_8gpu.log"));
   REQUIRE(m.collectives.size() == 2 * 28);  // 8 B .. 1 GiB, out-of-place and in-place

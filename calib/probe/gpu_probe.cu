@@ -14,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardsim::calib {
@@ -203,6 +204,33 @@ void probe_gemms(const ProbeOptions& options, cudaStream_t stream, cublasLtHandl
   }
 }
 
+// Attention without a fused kernel is GEMMs batched over heads: scores
+// Q K^T (sequence x sequence x head_dim per head) and context P V
+// (sequence x head_dim x sequence), which the simulator prices, as it does
+// any GEMM, from the GEMM curve by FLOPs. LLaMA-7B's 32 heads of 128.
+void probe_attention_gemms(const ProbeOptions& options, cudaStream_t stream, cublasLtHandle_t handle, void* workspace,
+                           std::size_t workspace_bytes, Measurements& out) {
+  constexpr long long kHeads = 32, kHeadDim = 128;
+  const GemmType& bf16 = *find_gemm_type("bf16");
+  for (long long sequence = 512; sequence <= (options.quick ? 1024 : 8192); sequence *= 2) {
+    for (const auto& [what, shape] : {std::pair{"scores", GemmShape3{sequence, sequence, kHeadDim}},
+                                      std::pair{"context", GemmShape3{sequence, kHeadDim, sequence}}}) {
+      const std::string name = std::string("attention ") + what + " bf16 " + std::to_string(kHeads) + " x " +
+                               std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
+      try {
+        const LtGemm gemm(handle, bf16, shape.m, shape.n, shape.k, workspace, workspace_bytes, kHeads);
+        const double seconds = time_on_stream(options, stream, [&] { gemm.enqueue(stream); });
+        GemmMeasurement point{bf16.name, shape.m, shape.n, shape.k, seconds, kHeads};
+        out.gemm.push_back(point);
+        options.print(name + ": " + std::to_string(point.flops() / seconds / 1e12) + " TFLOP/s");
+      } catch (const std::runtime_error& e) {
+        options.print(name + ": skipped, " + e.what());
+        SHARDSIM_CUDA(cudaGetLastError());
+      }
+    }
+  }
+}
+
 void probe_copies_and_launch(const ProbeOptions& options, cudaStream_t stream, Measurements& out) {
   const auto largest = static_cast<std::size_t>(std::min(options.max_bytes, options.quick ? double(64 << 20) : double(1ull << 30)));
   DeviceBuffer from(largest), to(largest);
@@ -319,6 +347,7 @@ Measurements run_gpu_probe(const ProbeOptions& options) {
   const std::size_t workspace_bytes = 32u << 20;
   DeviceBuffer workspace(workspace_bytes);
   probe_gemms(options, ranks.front().stream, handle, workspace.pointer, workspace_bytes, out);
+  probe_attention_gemms(options, ranks.front().stream, handle, workspace.pointer, workspace_bytes, out);
   probe_copies_and_launch(options, ranks.front().stream, out);
   probe_collectives(options, ranks, total_ranks, nodes, out);
   probe_interference(options, ranks, total_ranks, handle, workspace.pointer, workspace_bytes, out);

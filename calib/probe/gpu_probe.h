@@ -4,6 +4,8 @@
 //                 has it), square sizes and the shapes a transformer layer
 //                 produces, random data, CUDA-event timing after warm-up,
 //                 median of repeats;
+//   attention     its GEMMs batched over heads (scores and context), the
+//                 kernels attention runs without a fused kernel;
 //   copies        device_copy (HBM), host_to_device, device_to_host (pinned);
 //   launch        back-to-back empty kernels, per kernel;
 //   NCCL          all-reduce, all-gather, reduce-scatter, broadcast,
