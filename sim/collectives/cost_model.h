@@ -47,7 +47,8 @@ class LinkLoadCounter {
  public:
   explicit LinkLoadCounter(const topology::Cluster& cluster);
 
-  // `bytes` per byte of buffer, for a hop whose transfer starts at `start`.
+  // `bytes` per byte of buffer, for a hop whose transfer starts at `start`;
+  // negative takes a hop added before back out (ring_chain.h).
   void add(const Hop& hop, double bytes, TimePs start);
   // One line per distinct start latency: alpha = the latency, beta = the
   // busiest link's load from transfers starting then or later over its
