@@ -35,7 +35,8 @@ RingChains::RingChains(const CollectiveContext& context, CollectiveOp op, Protoc
       op_(op),
       protocol_(protocol),
       params_(protocol_params(context.profile, op, Algorithm::ring, protocol)),
-      ring_load_(context.cluster) {
+      ring_load_(context.cluster),
+      builder_(context.router, params_) {
   if (!is_chain(op)) {
     throw std::invalid_argument("RingChains: " + std::string(workloads::to_string(op)) + " is not broadcast or reduce");
   }
@@ -92,16 +93,15 @@ CollectiveCost RingChains::cost(int root) const {
 const std::vector<RingChains::RoutedChannel>& RingChains::routed() const {
   if (!routed_) {
     auto routed = std::make_unique<std::vector<RoutedChannel>>();
-    TransferBuilder builder(context_.router, params_);
     for (const Channel& channel : channels_) {
       RoutedChannel r;
       // Each hop is routed with its ring position as ECMP flow key, the same
       // key plan() uses to take it back out.
       for (std::size_t i = 0; i < channel.hops.size(); ++i) {
-        r.hop_latencies.push_back(builder.add_hop(channel.hops[i], i));
+        r.hop_latencies.push_back(builder_.add_hop(channel.hops[i], i));
         r.latency_sum += r.hop_latencies.back();
       }
-      r.ring = builder.take(bytes_per_hop_, 0);
+      r.ring = builder_.take(bytes_per_hop_, 0);
       routed->push_back(std::move(r));
     }
     routed_ = std::move(routed);
@@ -113,12 +113,11 @@ TransferPlan RingChains::plan(int root) const {
   TransferPlan plan{op_, Algorithm::ring, protocol_, picoseconds_from_seconds(params_.base_latency_seconds), {}};
   if (channels_.empty()) return plan;
   const auto& routed = this->routed();
-  TransferBuilder builder(context_.router, params_);
   Phase phase;
   for (std::size_t c = 0; c < channels_.size(); ++c) {
     const std::size_t out = left_out(channels_[c], root);
-    builder.add_hop(channels_[c].hops[out], out);
-    const Transfer left = builder.take(0, 0);
+    builder_.add_hop(channels_[c].hops[out], out);
+    const Transfer left = builder_.take(0, 0);
     Transfer transfer;
     transfer.links = links_without(routed[c].ring.links, left.links);
     transfer.bytes_per_hop = bytes_per_hop_;

@@ -14,6 +14,7 @@
 
 #include "sim/collectives/collective_algorithm.h"
 #include "sim/collectives/cost_model.h"
+#include "sim/collectives/transfer_plan.h"
 
 #include <map>
 #include <memory>
@@ -60,6 +61,8 @@ class RingChains {
   LinkLoadCounter ring_load_;  // every hop of every channel, starting at 0
   // Routing is for plans only, and only the chosen protocol needs them.
   mutable std::unique_ptr<const std::vector<RoutedChannel>> routed_;
+  // Reused by every plan(): it holds a tally as large as the cluster's links.
+  mutable TransferBuilder builder_;
 };
 
 // One group's RingChains by (op, protocol), built on first use. Give it to a

@@ -10,22 +10,20 @@ CollectiveChoices::Group& CollectiveChoices::group(const std::vector<topology::G
                                                    const CollectiveCall& call) {
   Group& entry = groups_[{gpus, call.op, call.root}];
   if (!entry.chooser_) {
-    auto& shared = by_gpus_[gpus];
-    if (!shared.layout) {
-      shared.layout = std::make_shared<const GroupLayout>(make_group_layout(cluster_, gpus));
-      shared.ring_chains = std::make_shared<RingChainCache>();
-    }
+    auto shared = by_gpus_.find(gpus);
+    if (shared == by_gpus_.end()) shared = by_gpus_.emplace(gpus, SharedByGpus{make_group_layout(cluster_, gpus), {}}).first;
     entry.owner_ = this;
     entry.call_ = call;
-    entry.layout_ = shared.layout;
-    entry.ring_chains_ = shared.ring_chains;
+    entry.shared_ = &shared->second;
     entry.chooser_ = std::make_unique<AlgorithmChooser>(entry.context(), call);
   }
   return entry;
 }
 
+const GroupLayout& CollectiveChoices::Group::layout() const { return shared_->layout; }
+
 CollectiveContext CollectiveChoices::Group::context() const {
-  return {owner_->cluster_, owner_->router_, owner_->profile_, *layout_, ring_chains_.get()};
+  return {owner_->cluster_, owner_->router_, owner_->profile_, shared_->layout, &shared_->ring_chains};
 }
 
 std::shared_ptr<const TransferPlan> CollectiveChoices::Group::plan(const AlgorithmCandidate& choice) {
@@ -42,7 +40,7 @@ double CollectiveChoices::Group::spine_bytes_per_byte(const AlgorithmCandidate& 
   const auto key = std::pair(choice.algorithm, choice.protocol);
   if (const auto found = spine_.find(key); found != spine_.end()) return found->second;
   double bytes = 0;
-  if (layout_->node_count() > 1) {
+  if (layout().node_count() > 1) {
     const auto routed = plan(choice);
     for (const Phase& phase : routed->phases) {
       for (const Transfer& transfer : phase.transfers) {

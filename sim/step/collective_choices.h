@@ -23,13 +23,16 @@
 namespace shardsim::sim {
 
 class CollectiveChoices {
+ private:
+  struct SharedByGpus;
+
  public:
   CollectiveChoices(const topology::Cluster& cluster, const topology::Router& router, const calib::Profile& profile);
 
   // Calls of one kind (and root) on one group of GPUs, in rank order.
   class Group {
    public:
-    const GroupLayout& layout() const { return *layout_; }
+    const GroupLayout& layout() const;
     const AlgorithmCandidate& choose(double bytes) const { return chooser_->choose(bytes); }
     // Kept, except a broadcast's or reduce's: a group has one per root, and
     // they come cheaply from the ring's routes (ring_chain.h).
@@ -43,8 +46,7 @@ class CollectiveChoices {
     CollectiveContext context() const;
 
     CollectiveCall call_;
-    std::shared_ptr<const GroupLayout> layout_;
-    std::shared_ptr<RingChainCache> ring_chains_;
+    SharedByGpus* shared_ = nullptr;
     std::unique_ptr<AlgorithmChooser> chooser_;
     std::map<std::pair<Algorithm, Protocol>, std::shared_ptr<const TransferPlan>> plans_;
     std::map<std::pair<Algorithm, Protocol>, double> spine_;
@@ -57,9 +59,11 @@ class CollectiveChoices {
   const topology::Cluster& cluster_;
   const topology::Router& router_;
   const calib::Profile& profile_;
+  // What every kind and root of call on one set of GPUs shares. Groups
+  // point into the map, whose entries never move.
   struct SharedByGpus {
-    std::shared_ptr<const GroupLayout> layout;
-    std::shared_ptr<RingChainCache> ring_chains;
+    GroupLayout layout;
+    RingChainCache ring_chains;
   };
   std::map<std::vector<topology::GpuId>, SharedByGpus> by_gpus_;
   std::map<std::tuple<std::vector<topology::GpuId>, CollectiveOp, int>, Group> groups_;
