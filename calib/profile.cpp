@@ -22,9 +22,10 @@ constexpr std::array<LinkKind, topology::kLinkKindCount> kLinkKinds{LinkKind::nv
 bool algorithm_allowed(CollectiveOp op, Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::ring:
-      return op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv;
+      return op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv && op != CollectiveOp::send;
     case Algorithm::tree: return op == CollectiveOp::all_reduce;
-    case Algorithm::direct: return op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv;
+    case Algorithm::direct:
+      return op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv || op == CollectiveOp::send;
     case Algorithm::hierarchical: return false;
   }
   return false;
@@ -114,6 +115,9 @@ const DtypeCompute* ComputeCalibration::find(std::string_view dtype) const {
 }
 
 const AlgorithmParams* Profile::find(CollectiveOp op, Algorithm algorithm) const {
+  // nccl-tests has no one-way send; its sendrecv runs the same point-to-point
+  // path, one send each way at once.
+  if (op == CollectiveOp::send && collectives.count({op, algorithm}) == 0) op = CollectiveOp::send_recv;
   const auto it = collectives.find({op, algorithm});
   return it == collectives.end() ? nullptr : &it->second;
 }

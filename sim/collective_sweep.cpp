@@ -32,7 +32,7 @@ std::vector<NcclTestsRow> run_collective_sweep(const topology::Cluster& cluster,
   const CollectiveContext context{cluster, router, profile, group};
   const CollectiveCall call{sweep.op, sweep.root};
   const AlgorithmChooser chooser(context, call, sweep.algorithm, sweep.protocol);
-  const bool rooted = sweep.op == CollectiveOp::broadcast || sweep.op == CollectiveOp::reduce;
+  const bool rooted = sweep.op == CollectiveOp::broadcast || sweep.op == CollectiveOp::reduce || sweep.op == CollectiveOp::send;
 
   // Plans are per byte of buffer, so one per (algorithm, protocol) serves every size.
   std::map<std::pair<Algorithm, Protocol>, std::shared_ptr<const TransferPlan>> plans;

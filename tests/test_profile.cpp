@@ -33,7 +33,7 @@ TEST_CASE("the bundled datasheet profiles load and cite a source for every entry
       REQUIRE(link.bandwidth_efficiency <= 1.0);
       REQUIRE_FALSE(link.source.empty());
     }
-    for (CollectiveOp op : all_collective_ops()) {
+    for (CollectiveOp op : nccl_tests_collective_ops()) {
       const Algorithm algorithm =
           op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv ? Algorithm::direct : Algorithm::ring;
       const auto* params = profile.find(op, algorithm);

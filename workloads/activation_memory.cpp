@@ -29,17 +29,26 @@ double ffn_bytes_per_token(const ModelSpec& model, double ffn, double e) {
 
 }  // namespace
 
-double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer) {
+double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                   const ModelParallelism& parallel) {
+  return training.bytes_per_value * static_cast<double>(model.hidden) /
+         (parallel.sequence_parallel ? parallel.tensor : 1);
+}
+
+double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
+                                        const ModelParallelism& parallel) {
   const double e = training.bytes_per_value;
   const double h = static_cast<double>(model.hidden);
+  const double t = parallel.tensor;
+  const double whole = parallel.sequence_parallel ? t : 1.0;  // what divides the norm and GEMM inputs
   const AttentionWidths w = attention_widths(model);
-  double attention = e * h + e * h + e * (w.query + w.key + w.value) + e * w.output;
+  double split = e * (w.query + w.key + w.value) + e * w.output;  // by heads
   if (training.flash_attention) {
-    attention += 4.0 * model.heads;
+    split += 4.0 * model.heads;
   } else if (training.recompute == Recompute::none) {
-    attention += e * model.heads * static_cast<double>(training.sequence_length);
+    split += e * model.heads * static_cast<double>(training.sequence_length);
   }
-  double mlp = e * h + e * h;
+  double mlp = 0;
   if (model.moe_layer(layer)) {
     const MoeSpec& moe = model.moe;
     mlp += moe.experts_per_token * ffn_bytes_per_token(model, static_cast<double>(moe.expert_ffn_hidden), e) +
@@ -48,21 +57,30 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
   } else {
     mlp += ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e);
   }
-  return attention + mlp;
+  return 4 * e * h / whole + (split + mlp) / t;
 }
 
-ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training) {
-  const double tokens = static_cast<double>(training.tokens_per_micro_batch());
+double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                       const ModelParallelism& parallel) {
   const double e = training.bytes_per_value;
+  const double t = parallel.tensor;
+  const double whole = parallel.sequence_parallel ? t : 1.0;
+  return 2.0 * e * static_cast<double>(model.hidden) / whole + (e + 4.0) * static_cast<double>(model.vocab) / t;
+}
+
+ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
+                                         const ModelParallelism& parallel) {
+  const double tokens = static_cast<double>(training.tokens_per_micro_batch());
   ActivationFootprint footprint;
   double largest_layer = 0;
   for (int layer = 0; layer < model.layers; ++layer) {
-    const double full = tokens * layer_activation_bytes_per_token(model, training, layer);
+    const double full = tokens * layer_activation_bytes_per_token(model, training, layer, parallel);
     largest_layer = std::max(largest_layer, full);
-    footprint.layers_bytes += training.recompute == Recompute::full ? tokens * e * static_cast<double>(model.hidden) : full;
+    footprint.layers_bytes +=
+        training.recompute == Recompute::full ? tokens * layer_input_bytes_per_token(model, training, parallel) : full;
   }
   if (training.recompute == Recompute::full) footprint.recompute_working_bytes = largest_layer;
-  footprint.head_bytes = tokens * (2.0 * e * static_cast<double>(model.hidden) + (e + 4.0) * static_cast<double>(model.vocab));
+  footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel);
   return footprint;
 }
 

@@ -20,9 +20,16 @@
 // layer's input (e h) and rebuilds one layer at a time in backward. The loss
 // keeps bf16 logits and their fp32 upcast for the cross-entropy (e + 4) V per
 // token, plus the inputs of the final norm and the LM head.
+//
+// Under tensor parallelism over t GPUs (Korthikanti et al. section 4.2.2)
+// every tensor split by heads or by the MLP or vocabulary width is 1/t per
+// GPU; the norm and GEMM inputs (4 e h per layer, 2 e h in the head) stay
+// whole, unless sequence parallelism splits them along the sequence too, so
+// that everything is 1/t (Korthikanti's 34 s b h / t + 5 a s^2 b / t).
 #pragma once
 
 #include "workloads/model.h"
+#include "workloads/plan.h"
 #include "workloads/training.h"
 
 namespace shardsim::workloads {
@@ -34,10 +41,22 @@ struct ActivationFootprint {
   double total() const { return layers_bytes + head_bytes + recompute_working_bytes; }
 };
 
-// Bytes one layer keeps per token with no recompute.
-double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer);
+// Bytes one layer keeps per token with no recompute, on one GPU of its
+// tensor-parallel group.
+double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
+                                        const ModelParallelism& parallel = {});
 
-// One micro-batch of one rank.
-ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training);
+// What full recompute keeps of a layer: its input (split along the sequence
+// under sequence parallelism).
+double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                   const ModelParallelism& parallel = {});
+
+// The head's (final norm input, LM head input, logits and their fp32 upcast).
+double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                       const ModelParallelism& parallel = {});
+
+// One micro-batch of one rank holding every layer (no pipeline).
+ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
+                                         const ModelParallelism& parallel = {});
 
 }  // namespace shardsim::workloads

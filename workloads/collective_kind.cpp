@@ -30,7 +30,7 @@ std::string_view name_of(const std::array<std::pair<Enum, std::string_view>, N>&
   return "?";
 }
 
-constexpr std::array<std::pair<CollectiveOp, std::string_view>, 7> kOpNames{{
+constexpr std::array<std::pair<CollectiveOp, std::string_view>, kCollectiveOpCount> kOpNames{{
     {CollectiveOp::all_reduce, "all_reduce"},
     {CollectiveOp::all_gather, "all_gather"},
     {CollectiveOp::reduce_scatter, "reduce_scatter"},
@@ -38,6 +38,7 @@ constexpr std::array<std::pair<CollectiveOp, std::string_view>, 7> kOpNames{{
     {CollectiveOp::reduce, "reduce"},
     {CollectiveOp::all_to_all, "all_to_all"},
     {CollectiveOp::send_recv, "send_recv"},
+    {CollectiveOp::send, "send"},
 }};
 constexpr std::array<std::pair<Algorithm, std::string_view>, 4> kAlgorithmNames{{
     {Algorithm::ring, "ring"},
@@ -55,6 +56,15 @@ constexpr std::array<std::pair<Protocol, std::string_view>, 3> kProtocolNames{{
 
 const std::vector<CollectiveOp>& all_collective_ops() {
   static const std::vector<CollectiveOp> ops = values_of(kOpNames);
+  return ops;
+}
+
+const std::vector<CollectiveOp>& nccl_tests_collective_ops() {
+  static const std::vector<CollectiveOp> ops = [] {
+    std::vector<CollectiveOp> measured = values_of(kOpNames);
+    measured.pop_back();  // send
+    return measured;
+  }();
   return ops;
 }
 
@@ -85,7 +95,8 @@ double bus_bandwidth_factor(CollectiveOp op, int ranks) {
     case CollectiveOp::all_to_all: return (n - 1) / n;
     case CollectiveOp::broadcast:
     case CollectiveOp::reduce:
-    case CollectiveOp::send_recv: return 1.0;
+    case CollectiveOp::send_recv:
+    case CollectiveOp::send: return 1.0;
   }
   return 1.0;
 }

@@ -2,7 +2,9 @@
 // collective op in a rank's DAG), calibration profiles (parameters per
 // collective, algorithm and protocol) and the simulator.
 //
-// Names follow NCCL: the collectives of nccl-tests, NCCL's algorithms (ring,
+// Names follow NCCL: the collectives of nccl-tests plus a one-way
+// point-to-point send (ncclSend/ncclRecv, what pipeline stages exchange),
+// NCCL's algorithms (ring,
 // tree) plus the hierarchical scheme training frameworks build from them and
 // the direct point-to-point exchange, and NCCL's three protocols (LL: 8-byte
 // lines with inline flags, lowest latency; LL128: 128-byte lines; Simple:
@@ -16,12 +18,18 @@
 
 namespace shardsim::workloads {
 
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv };
-inline constexpr int kCollectiveOpCount = 7;
+// send: the member at `root` sends its buffer to every other member of the
+// group (pipelines use groups of two: one send, one receive).
+enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, send };
+inline constexpr int kCollectiveOpCount = 8;
 enum class Algorithm { ring, tree, hierarchical, direct };
 enum class Protocol { ll, ll128, simple };
 
 const std::vector<CollectiveOp>& all_collective_ops();
+// The ones nccl-tests measures (every op but send), which probes sweep and
+// profiles calibrate; a send is priced with send_recv's parameters, the same
+// point-to-point path one direction at a time.
+const std::vector<CollectiveOp>& nccl_tests_collective_ops();
 const std::vector<Algorithm>& all_algorithms();
 const std::vector<Protocol>& all_protocols();
 
@@ -35,7 +43,7 @@ std::optional<Protocol> parse_protocol(std::string_view name);
 
 // nccl-tests' bus-bandwidth factor for n ranks: busbw = algbw * factor
 // (all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n;
-// broadcast, reduce, send/recv 1).
+// broadcast, reduce, send/recv, send 1).
 double bus_bandwidth_factor(CollectiveOp op, int ranks);
 
 }  // namespace shardsim::workloads

@@ -24,6 +24,7 @@ ShardingSystem parse_system(const std::string& name) {
   if (name == "mics") return ShardingSystem::mics;
   if (name == "zeropp") return ShardingSystem::zeropp;
   if (name == "amsp") return ShardingSystem::amsp;
+  if (name == "megatron") return ShardingSystem::megatron;
   return ShardingSystem::zero;
 }
 
@@ -36,6 +37,7 @@ std::string to_string(ShardingSystem system) {
     case ShardingSystem::mics: return "mics";
     case ShardingSystem::zeropp: return "zeropp";
     case ShardingSystem::amsp: return "amsp";
+    case ShardingSystem::megatron: return "megatron";
   }
   return "?";
 }
@@ -44,7 +46,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   JsonObjectReader reader(document, file);
   Plan plan;
   plan.name = reader.string("name");
-  plan.system = parse_system(reader.choice("system", {"zero", "fsdp", "mics", "zeropp", "amsp"}));
+  plan.system = parse_system(reader.choice("system", {"zero", "fsdp", "mics", "zeropp", "amsp", "megatron"}));
   auto factors = reader.object("factors");
   plan.factors.parameters = factor(factors, "parameters");
   plan.factors.gradients = factor(factors, "gradients");
@@ -74,6 +76,35 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   plan.as_implemented = reader.choice("behaviour", {"as_implemented", "ideal"}) == "as_implemented";
   plan.multi_rank_bucketing = reader.boolean("multi_rank_bucketing");
   plan.flat_all_gather = reader.boolean("flat_all_gather");
+  if (plan.system == ShardingSystem::megatron &&
+      (plan.factors.parameters != 1 || plan.factors.gradients != 1 || (plan.factors.optimizer != 1 && plan.factors.optimizer != 0))) {
+    reader.fail("factors", "Megatron-LM shards no parameters or gradients: (1, 1, 1), or (1, 1, \"all\") for its "
+                           "distributed optimizer");
+  }
+  if (reader.has("model_parallel")) {
+    if (plan.system != ShardingSystem::megatron) {
+      reader.fail("model_parallel", "tensor and pipeline parallelism are modelled as Megatron-LM runs them: use system "
+                                    "\"megatron\" (ZeRO-2/3 combined with them is not modelled yet)");
+    }
+    auto parallel = reader.object("model_parallel");
+    ModelParallelism& mp = plan.model_parallel;
+    const auto degree = [&](const std::string& key) {
+      const std::int64_t value = parallel.positive_integer(key);
+      if (value > (1 << 16)) parallel.fail(key, "must be at most 65536, got " + std::to_string(value));
+      return static_cast<int>(value);
+    };
+    mp.tensor = degree("tensor");
+    mp.pipeline = degree("pipeline");
+    if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
+    if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
+    parallel.finish();
+    if (mp.virtual_stages > 1 && mp.pipeline < 2) {
+      reader.fail("model_parallel.virtual_stages", "interleaving needs at least 2 pipeline stages");
+    }
+    if (mp.sequence_parallel && mp.tensor < 2) {
+      reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");
+    }
+  }
   plan.sources = reader.string_list("sources");
   reader.finish();
   return plan;
@@ -102,6 +133,21 @@ void check_group(int size, int data_parallel, int gpus_per_node, const std::stri
 }
 
 }  // namespace
+
+int data_parallel_size(const Plan& plan, int gpus, int gpus_per_node, const std::string& file) {
+  const ModelParallelism& mp = plan.model_parallel;
+  if (gpus_per_node % mp.tensor != 0) {
+    throw_input_error(file, "model_parallel.tensor",
+                      "tensor-parallel groups stay inside a node: must divide its " + std::to_string(gpus_per_node) +
+                          " GPUs, got " + std::to_string(mp.tensor));
+  }
+  if (gpus % mp.gpus_per_replica() != 0) {
+    throw_input_error(file, "model_parallel",
+                      "tensor x pipeline = " + std::to_string(mp.gpus_per_replica()) + " does not divide the " +
+                          std::to_string(gpus) + " GPUs");
+  }
+  return gpus / mp.gpus_per_replica();
+}
 
 ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_per_node, const std::string& file) {
   auto resolve = [&](int f) { return f == 0 ? data_parallel : f; };

@@ -29,6 +29,21 @@
 // all-reduce; ZeRO-1/2 reduce each gradient bucket to its owners, one reduce
 // per owner, unless multi_rank_bucketing all-reduces the bucket instead);
 // "ideal" removes them.
+//
+// System "megatron" is Megatron-LM (TECHNIQUES.md section 5): data
+// parallelism with factors (1, 1, 1), or (1, 1, all) for its distributed
+// optimizer, and an optional "model_parallel" block of tensor and pipeline
+// parallelism; the factors then shard over the data-parallel GPUs that are
+// left, GPUs / (tensor x pipeline):
+//
+//   "model_parallel": {"tensor": 8, "pipeline": 4, "virtual_stages": 2, "sequence_parallel": true}
+//
+// tensor: GPUs that split every layer's GEMMs (consecutive GPUs, inside a
+// node); pipeline: stages, each a contiguous run of layers; virtual_stages:
+// model chunks per stage (interleaved 1F1B when above 1, else 1F1B);
+// sequence_parallel: norms, residuals and dropout split along the sequence,
+// each tensor-parallel all-reduce an all-gather + reduce-scatter pair.
+// "pipeline" and "tensor" are required in the block, the rest optional.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -39,7 +54,7 @@
 
 namespace shardsim::workloads {
 
-enum class ShardingSystem { zero, fsdp, mics, zeropp, amsp };
+enum class ShardingSystem { zero, fsdp, mics, zeropp, amsp, megatron };
 
 // A factor as written: a GPU count, or 0 for "all".
 struct FactorSpec {
@@ -72,6 +87,16 @@ struct OverlapSwitches {
   bool parameter_broadcast = true;
 };
 
+struct ModelParallelism {
+  int tensor = 1;
+  int pipeline = 1;
+  int virtual_stages = 1;
+  bool sequence_parallel = false;
+
+  int gpus_per_replica() const { return tensor * pipeline; }
+  bool any() const { return tensor > 1 || pipeline > 1; }
+};
+
 struct Plan {
   std::string name;
   ShardingSystem system = ShardingSystem::zero;
@@ -83,6 +108,7 @@ struct Plan {
   bool as_implemented = true;
   bool multi_rank_bucketing = false;
   bool flat_all_gather = false;
+  ModelParallelism model_parallel;
   std::vector<std::string> sources;
 };
 
@@ -98,6 +124,11 @@ Plan load_plan(const std::string& file_or_preset);
 //    stays inside a node); a larger one is a multiple of them (whole nodes).
 // The ZeRO++ secondary group obeys the same divisibility and mesh filter.
 ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_per_node, const std::string& file);
+
+// GPUs / (tensor x pipeline), the data-parallel size; throws InputError
+// naming `file` and model_parallel when it does not divide, or when the
+// tensor-parallel group would leave a node of `gpus_per_node`.
+int data_parallel_size(const Plan& plan, int gpus, int gpus_per_node, const std::string& file);
 
 std::string to_string(ShardingSystem system);
 

@@ -146,7 +146,8 @@ double bytes_sent_per_rank(const Program& program, int rank) {
   double sent = 0;
   for (const Op& op : program.program_of(rank).ops) {
     if (op.kind != OpKind::collective) continue;
-    const double n = program.communicators[static_cast<std::size_t>(op.communicator)].group_size();
+    const Communicator& communicator = program.communicators[static_cast<std::size_t>(op.communicator)];
+    const double n = communicator.group_size();
     switch (op.collective) {
       case CollectiveOp::all_reduce: sent += 2 * (n - 1) / n * op.bytes; break;
       case CollectiveOp::all_gather:
@@ -158,6 +159,12 @@ double bytes_sent_per_rank(const Program& program, int rank) {
         sent += n > 1 ? (n - 1) / n * op.bytes : 0;
         break;
       case CollectiveOp::send_recv: sent += op.bytes; break;
+      case CollectiveOp::send: {
+        const std::vector<int>& group = communicator.group_of(rank);
+        const bool root = group[static_cast<std::size_t>(op.root)] == rank;
+        sent += root ? (n - 1) * op.bytes : 0;
+        break;
+      }
     }
   }
   return sent;

@@ -123,7 +123,8 @@ void validate_program(const Program& program);
 // Bytes one rank sends over the step, counted from its collectives with the
 // bandwidth-optimal (ring) volumes: all-reduce 2(n-1)/n of the buffer,
 // all-gather and reduce-scatter (n-1)/n, broadcast the buffer from the root
-// (its share of the pipeline from each forwarding rank), all-to-all (n-1)/n.
+// (its share of the pipeline from each forwarding rank), all-to-all (n-1)/n,
+// send (n-1) times the buffer from the root and nothing from the others.
 double bytes_sent_per_rank(const Program& program, int rank);
 
 std::string_view to_string(OpKind kind);

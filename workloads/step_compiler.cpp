@@ -1,6 +1,7 @@
 #include "workloads/step_compiler.h"
 
 #include "workloads/memory_model.h"
+#include "workloads/model_parallel_step.h"
 #include "workloads/parameter_fetch.h"
 #include "workloads/transformer_kernels.h"
 
@@ -13,11 +14,6 @@ namespace shardsim::workloads {
 namespace {
 
 enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream };
-
-// Fused Adam per parameter: reads the bf16 gradient (2 bytes), reads and writes
-// the fp32 master weight and both moments (3 x 8), writes the bf16 weight (2).
-constexpr double kAdamBytesPerParameter = 28;
-constexpr double kAdamFlopsPerParameter = 12;
 
 using OpIndex = std::uint32_t;
 
@@ -440,13 +436,7 @@ void StepBuilder::build() {
     if (bucket.frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
   }
   const double psi = static_cast<double>(count_parameters(c.model).total());
-  KernelSpec adam;
-  adam.name = "optimizer.adam";
-  adam.kernel = KernelClass::optimizer;
-  adam.dtype = Dtype::fp32;
-  adam.flops = kAdamFlopsPerParameter * psi / factors_.optimizer;
-  adam.hbm_bytes = kAdamBytesPerParameter * psi / factors_.optimizer;
-  const OpIndex optimizer = kernel(adam, "", last_reductions_);
+  const OpIndex optimizer = kernel(adam_step(psi / factors_.optimizer), "", last_reductions_);
   if (!update_at_start_) emit_parameter_update({optimizer});
   // DeepSpeed ZeRO-3 gathers the updated persistent parameters at the end of
   // its step, in one call.
@@ -473,6 +463,7 @@ void StepBuilder::schedule_parameter_fetches() {
 }  // namespace
 
 Program compile_step(const StepConfig& config) {
+  if (config.plan.system == ShardingSystem::megatron) return compile_model_parallel_step(config);
   Program program;
   program.ranks = config.data_parallel;
   program.streams = {"compute", "parameter_gather", "gradient_reduce", "optimizer_reduce", "parameter_update"};

@@ -65,14 +65,17 @@ struct StepConfig {
   ModelSpec model;
   TrainingConfig training;
   Plan plan;
-  int data_parallel = 1;
+  int data_parallel = 1;  // GPUs / (tensor x pipeline parallel)
   int gpus_per_node = 8;
   std::string plan_file = "plan";          // named in errors about the plan
   std::string training_file = "training";  // named in errors about the batch
+
+  int ranks() const { return data_parallel * plan.model_parallel.gpus_per_replica(); }
 };
 
 // Throws InputError for plans or batches that do not fit the data-parallel
-// size (naming the file, the field and the rule).
+// size (naming the file, the field and the rule). Megatron-LM plans go to
+// compile_model_parallel_step (model_parallel_step.h).
 Program compile_step(const StepConfig& config);
 
 }  // namespace shardsim::workloads

@@ -36,14 +36,6 @@ KernelSpec elementwise(const std::string& name, const Shapes& x, double values_m
   return spec;
 }
 
-// Forward GEMM (T, out, in) and its two backward GEMMs.
-void linear(const std::string& name, const Shapes& x, double in, double out, std::vector<KernelSpec>& forward,
-            std::vector<KernelSpec>& backward) {
-  forward.push_back(gemm(name, x, x.tokens, out, in));
-  backward.push_back(gemm(name + ".dgrad", x, x.tokens, in, out));
-  backward.push_back(gemm(name + ".wgrad", x, in, out, x.tokens));
-}
-
 void attention_core(const Shapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward) {
   const double full_flops = 4 * x.batch * x.sequence * x.sequence * x.query;  // Q K^T and P V, every score
   const double head_dim = x.query / x.heads;
@@ -86,29 +78,98 @@ void attention_core(const Shapes& x, bool flash, std::vector<KernelSpec>& forwar
   backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
 }
 
+// One GPU's part of each module under tensor parallelism over t GPUs: norms
+// and learned positions whole, every other tensor 1/t (the few biases of
+// row-parallel linears, which Megatron keeps whole, counted split too).
+void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameters>& modules) {
+  const std::size_t norms = model.norm == NormKind::layernorm ? 2 : 1;
+  for (ModuleParameters& module : modules) {
+    // The embedding's whole tensors come after its token embedding, the
+    // other modules' before their split ones.
+    const bool embedding = module.layer < 0;
+    module.parameters = 0;
+    for (std::size_t i = 0; i < module.parameter_tensors.size(); ++i) {
+      const bool whole = embedding ? i > 0 : i < norms;
+      if (!whole) module.parameter_tensors[i] /= t;
+      module.parameters += module.parameter_tensors[i];
+    }
+  }
+}
+
 }  // namespace
 
-std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training) {
+std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
+                                            const ModelParallelism& parallel) {
   if (model.has_moe || model.has_mla) {
     throw InputError(model.name + ": MoE and MLA layers are parsed but not yet compiled into a training step");
+  }
+  const int t = parallel.tensor;
+  for (const auto& [what, count] : {std::pair{"heads", std::int64_t{model.heads}},
+                                    std::pair{"kv_heads", std::int64_t{model.kv_heads}},
+                                    std::pair{"ffn_hidden", model.ffn_hidden}}) {
+    if (count % t != 0) {
+      throw InputError(model.name + ": " + what + " (" + std::to_string(count) + ") must divide over the " +
+                       std::to_string(t) + " tensor-parallel GPUs");
+    }
   }
   Shapes x{};
   x.batch = static_cast<double>(training.micro_batch_size);
   x.sequence = static_cast<double>(training.sequence_length);
   x.tokens = x.batch * x.sequence;
   x.hidden = static_cast<double>(model.hidden);
-  x.query = static_cast<double>(model.heads * model.head_dim);
-  x.kv = static_cast<double>(model.kv_heads * model.head_dim);
-  x.ffn = static_cast<double>(model.ffn_hidden);
-  x.vocab = static_cast<double>(model.vocab);
-  x.heads = model.heads;
+  // This GPU's heads, MLP width and vocabulary (Megatron pads the vocabulary
+  // to a multiple of the group).
+  x.query = static_cast<double>(model.heads / t * model.head_dim);
+  x.kv = static_cast<double>(model.kv_heads / t * model.head_dim);
+  x.ffn = static_cast<double>(model.ffn_hidden / t);
+  x.vocab = static_cast<double>((model.vocab + t - 1) / t);
+  x.heads = model.heads / t;
   x.e = training.bytes_per_value;
   x.dtype = training.fp16 ? Dtype::fp16 : Dtype::bf16;
   x.gemm_dtype = training.fp8_gemms ? Dtype::fp8 : x.dtype;
   const double T = x.tokens, h = x.hidden;
+  const bool tensor_parallel = t > 1, sp = parallel.sequence_parallel;
+  const double local_tokens = sp ? T / t : T;  // what norms and residuals see
   const bool swiglu = model.mlp == MlpKind::swiglu;
+  const double activation_bytes = x.e * T * h;  // one hidden-state tensor of the micro-batch
+
+  // The calls around a block (nothing without tensor parallelism).
+  const auto call = [&](const std::string& name, CollectiveOp op, double bytes) {
+    KernelSpec spec;
+    spec.name = name;
+    spec.call = TensorParallelCall{op, bytes};
+    return spec;
+  };
+  const auto waiting = [](KernelSpec spec, int k) {
+    spec.waits_for_call = k;
+    return spec;
+  };
+  // Before a column-parallel GEMM: its input gathered along the sequence.
+  const auto gather_input = [&](std::vector<KernelSpec>& list, const std::string& name) {
+    if (tensor_parallel && sp) list.push_back(call(name + ".all_gather", CollectiveOp::all_gather, activation_bytes));
+  };
+  // After a row-parallel GEMM (forward) or a column-parallel one's input
+  // gradient (backward): the partial sums combined.
+  const auto combine = [&](std::vector<KernelSpec>& list, const std::string& name) {
+    if (!tensor_parallel) return;
+    list.push_back(sp ? call(name + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes)
+                      : call(name + ".all_reduce", CollectiveOp::all_reduce, activation_bytes));
+  };
+  const int after_gather = tensor_parallel && sp ? 1 : 0;
+  const int after_combine = tensor_parallel ? 1 : 0;
+  // Backward of a column-parallel GEMM: the input gradient, combined over the
+  // group while the weight gradient runs (on the input gathered again under
+  // sequence parallelism, the call before the combine).
+  const auto column_backward = [&](std::vector<KernelSpec>& list, const std::string& name, double in, double out) {
+    gather_input(list, name + ".input");
+    list.push_back(gemm(name + ".dgrad", x, T, in, out));
+    combine(list, name + ".dgrad");
+    list.push_back(waiting(gemm(name + ".wgrad", x, in, out, T), tensor_parallel && sp ? 2 : 0));
+  };
+
   // Modules in model_modules' order: embedding, per layer attention and MLP, head.
-  const std::vector<ModuleParameters> parameters = model_modules(model);
+  std::vector<ModuleParameters> parameters = model_modules(model);
+  if (tensor_parallel) split_parameters(model, t, parameters);
   std::size_t next = 0;
   auto module_work = [&] {
     ModuleWork work;
@@ -118,45 +179,55 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
   std::vector<ModuleWork> modules;
   ModuleWork embedding = module_work();
+  // Vocabulary-parallel: each GPU looks up the tokens of its part of the
+  // vocabulary (zeros elsewhere), then the group sums.
   embedding.forward.push_back(elementwise("embedding", x, (model.positions == PositionKind::learned ? 5 : 2) * T * h));
-  embedding.backward.push_back(elementwise("embedding.backward", x, 3 * T * h));
+  combine(embedding.forward, "embedding");
+  gather_input(embedding.backward, "embedding.gradient");
+  embedding.backward.push_back(waiting(elementwise("embedding.backward", x, 3 * T * h), after_gather));
   modules.push_back(std::move(embedding));
 
   for (int layer = 0; layer < model.layers; ++layer) {
-    const double layer_activations = T * layer_activation_bytes_per_token(model, training, layer);
+    const double layer_activations = T * layer_activation_bytes_per_token(model, training, layer, parallel);
 
     ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;
     attention_core(x, training.flash_attention, core_forward, core_backward);
-    attention.forward.push_back(elementwise("attention_norm", x, 2 * T * h));
-    attention.forward.push_back(gemm("qkv", x, T, x.query + 2 * x.kv, h));
+    attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
+    gather_input(attention.forward, "qkv.input");
+    attention.forward.push_back(waiting(gemm("qkv", x, T, x.query + 2 * x.kv, h), after_gather));
     attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
     attention.forward.insert(attention.forward.end(), core_forward.begin(), core_forward.end());
     attention.forward.push_back(gemm("out_proj", x, T, h, x.query));
-    attention.forward.push_back(elementwise("residual", x, 3 * T * h));
-    attention.backward.push_back(elementwise("residual.backward", x, 3 * T * h));
-    attention.backward.push_back(gemm("out_proj.dgrad", x, T, x.query, h));
+    combine(attention.forward, "out_proj");
+    attention.forward.push_back(waiting(elementwise("residual", x, 3 * local_tokens * h), after_combine));
+    attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
+    gather_input(attention.backward, "out_proj.gradient");
+    attention.backward.push_back(waiting(gemm("out_proj.dgrad", x, T, x.query, h), after_gather));
     attention.backward.push_back(gemm("out_proj.wgrad", x, x.query, h, T));
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
     attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
-    attention.backward.push_back(gemm("qkv.dgrad", x, T, h, x.query + 2 * x.kv));
-    attention.backward.push_back(gemm("qkv.wgrad", x, h, x.query + 2 * x.kv, T));
-    attention.backward.push_back(elementwise("attention_norm.backward", x, 3 * T * h));
+    column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
+    attention.backward.push_back(waiting(elementwise("attention_norm.backward", x, 3 * local_tokens * h),
+                                         after_combine));
 
     ModuleWork mlp = module_work();
     const double first_out = swiglu ? 2 * x.ffn : x.ffn;
-    mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
-    mlp.forward.push_back(gemm(swiglu ? "gate_up" : "up", x, T, first_out, h));
+    const std::string first = swiglu ? "gate_up" : "up";
+    mlp.forward.push_back(elementwise("mlp_norm", x, 2 * local_tokens * h));
+    gather_input(mlp.forward, first + ".input");
+    mlp.forward.push_back(waiting(gemm(first, x, T, first_out, h), after_gather));
     mlp.forward.push_back(elementwise(swiglu ? "swiglu" : "gelu", x, (swiglu ? 3 : 2) * T * x.ffn));
     mlp.forward.push_back(gemm("down", x, T, h, x.ffn));
-    mlp.forward.push_back(elementwise("residual", x, 3 * T * h));
-    mlp.backward.push_back(elementwise("residual.backward", x, 3 * T * h));
-    mlp.backward.push_back(gemm("down.dgrad", x, T, x.ffn, h));
+    combine(mlp.forward, "down");
+    mlp.forward.push_back(waiting(elementwise("residual", x, 3 * local_tokens * h), after_combine));
+    mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
+    gather_input(mlp.backward, "down.gradient");
+    mlp.backward.push_back(waiting(gemm("down.dgrad", x, T, x.ffn, h), after_gather));
     mlp.backward.push_back(gemm("down.wgrad", x, x.ffn, h, T));
     mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T * x.ffn));
-    mlp.backward.push_back(gemm(std::string(swiglu ? "gate_up" : "up") + ".dgrad", x, T, h, first_out));
-    mlp.backward.push_back(gemm(std::string(swiglu ? "gate_up" : "up") + ".wgrad", x, h, first_out, T));
-    mlp.backward.push_back(elementwise("mlp_norm.backward", x, 3 * T * h));
+    column_backward(mlp.backward, first, h, first_out);
+    mlp.backward.push_back(waiting(elementwise("mlp_norm.backward", x, 3 * local_tokens * h), after_combine));
 
     switch (training.recompute) {
       case Recompute::none: attention.activation_bytes = layer_activations; break;
@@ -167,7 +238,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
       case Recompute::full:
         // Only the layer input is kept; the backward rebuilds the whole layer
         // (attention then MLP) before the MLP's backward, the first of the layer.
-        attention.activation_bytes = x.e * T * h;
+        attention.activation_bytes = T * layer_input_bytes_per_token(model, training, parallel);
         mlp.recompute = attention.forward;
         mlp.recompute.insert(mlp.recompute.end(), mlp.forward.begin(), mlp.forward.end());
         mlp.recompute_working_bytes = layer_activations;
@@ -178,20 +249,40 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   }
 
   ModuleWork head = module_work();
-  head.forward.push_back(elementwise("final_norm", x, 2 * T * h));
-  linear("lm_head", x, h, x.vocab, head.forward, head.backward);
-  // Cross-entropy reads the logits and keeps their fp32 upcast for backward.
+  head.forward.push_back(elementwise("final_norm", x, 2 * local_tokens * h));
+  gather_input(head.forward, "lm_head.input");
+  head.forward.push_back(waiting(gemm("lm_head", x, T, x.vocab, h), after_gather));
+  // Cross-entropy reads the logits and keeps their fp32 upcast for backward;
+  // over a vocabulary split t ways it all-reduces three fp32 values per token.
   KernelSpec loss = elementwise("loss", x, T * x.vocab);
   loss.hbm_bytes = (x.e + 4) * T * x.vocab;
   head.forward.push_back(loss);
+  if (tensor_parallel) {
+    for (const char* value : {"loss.logit_max", "loss.target_logit", "loss.exp_sum"}) {
+      head.forward.push_back(call(std::string(value) + ".all_reduce", CollectiveOp::all_reduce, 4 * T));
+    }
+  }
+  // Backward order: loss, then the LM head's GEMMs, then the final norm.
   KernelSpec loss_backward = elementwise("loss.backward", x, T * x.vocab);
   loss_backward.hbm_bytes = (4 + x.e) * T * x.vocab;
-  // Backward order: loss, then the LM head's GEMMs, then the final norm.
-  head.backward.insert(head.backward.begin(), loss_backward);
-  head.backward.push_back(elementwise("final_norm.backward", x, 3 * T * h));
-  head.activation_bytes = T * (2 * x.e * h + (x.e + 4) * x.vocab);
+  head.backward.push_back(loss_backward);
+  column_backward(head.backward, "lm_head", h, x.vocab);
+  head.backward.push_back(waiting(elementwise("final_norm.backward", x, 3 * local_tokens * h), after_combine));
+  head.activation_bytes = T * head_activation_bytes_per_token(model, training, parallel);
   modules.push_back(std::move(head));
   return modules;
+}
+
+KernelSpec adam_step(double parameters) {
+  constexpr double kAdamBytesPerParameter = 28;
+  constexpr double kAdamFlopsPerParameter = 12;
+  KernelSpec adam;
+  adam.name = "optimizer.adam";
+  adam.kernel = KernelClass::optimizer;
+  adam.dtype = Dtype::fp32;
+  adam.flops = kAdamFlopsPerParameter * parameters;
+  adam.hbm_bytes = kAdamBytesPerParameter * parameters;
+  return adam;
 }
 
 double model_flops_per_step(const ModelSpec& model, const TrainingConfig& training) {

@@ -20,16 +20,36 @@
 //     plus a softmax that reads and writes b heads s^2 values.
 //   Element-wise kernels move e bytes per value read or written.
 // MoE and MLA layers are refused for now (their fields are parsed and kept).
+//
+// Tensor parallelism over t GPUs (Megatron-LM, Shoeybi et al. 2019;
+// TECHNIQUES.md section 5) gives each GPU 1/t of the heads, of the MLP width
+// and of the vocabulary: QKV and gate/up are column-parallel, the output
+// projection and down row-parallel, the embedding and LM head
+// vocabulary-parallel. Each block's output is all-reduced over the group in
+// forward and its input gradient in backward (with sequence parallelism: an
+// all-gather before the block and a reduce-scatter after, norms and
+// residuals on 1/t of the tokens, and the input gathered again for the
+// weight gradient; Korthikanti et al. 2022); the cross-entropy all-reduces
+// three fp32 values per token (logit max, target logit, sum of exponentials).
+// These calls sit in the kernel lists as entries of their own.
 #pragma once
 
 #include "workloads/model.h"
+#include "workloads/plan.h"
 #include "workloads/program.h"
 #include "workloads/training.h"
+
+#include <optional>
 
 #include <string>
 #include <vector>
 
 namespace shardsim::workloads {
+
+struct TensorParallelCall {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  double bytes = 0;
+};
 
 struct KernelSpec {
   std::string name;
@@ -38,6 +58,13 @@ struct KernelSpec {
   double flops = 0;
   double hbm_bytes = 0;
   GemmShape gemm;
+  // Set: not a kernel but a call over the tensor-parallel group, issued once
+  // the kernel listed before it has ended.
+  std::optional<TensorParallelCall> call;
+  // k > 0: this kernel also waits for the k-th latest call listed before it
+  // in its list. Calls nothing in the list waits for are waited for by the
+  // next module's first kernel.
+  int waits_for_call = 0;
 };
 
 // A module (model.h) and its kernels.
@@ -54,8 +81,19 @@ struct ModuleWork : ModuleParameters {
   double recompute_working_bytes = 0;
 };
 
-// Throws InputError (naming the model) for MoE or MLA models.
-std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training);
+// Per GPU of a tensor-parallel group of parallel.tensor GPUs (1: the whole
+// model); `parameters` of each module is then the GPU's part (norms and
+// learned positions whole, every other tensor 1/t). Throws InputError
+// (naming the model) for MoE or MLA models, or for heads, key/value heads or
+// the MLP width that t does not divide.
+std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
+                                            const ModelParallelism& parallel = {});
+
+// The fused Adam step over `parameters` parameters (a GPU's optimizer shard):
+// per parameter it reads the bf16 gradient (2 bytes), reads and writes the
+// fp32 master weight and both moments (3 x 8) and writes the bf16 weight (2),
+// at about 12 FLOPs.
+KernelSpec adam_step(double parameters);
 
 // Model FLOPs of one step, Megatron-LM's count (Narayanan et al. 2021,
 // appendix): forward + backward = 3 x forward GEMMs, attention not halved for

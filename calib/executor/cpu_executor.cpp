@@ -346,6 +346,16 @@ class RankRun {
         }
         call.count = 2;
         break;
+      case CollectiveOp::send:
+        if (size > 2) {
+          // One root to many: the same bytes move as in a broadcast.
+          status = MPI_Ibcast(b.recv.data(), static_cast<int>(bytes), MPI_BYTE, op.root, comm, &call.requests[0]);
+        } else if (me == op.root) {
+          status = MPI_Isend(b.send.data(), static_cast<int>(bytes), MPI_BYTE, 1 - me, 0, comm, &call.requests[0]);
+        } else {
+          status = MPI_Irecv(b.recv.data(), static_cast<int>(bytes), MPI_BYTE, op.root, 0, comm, &call.requests[0]);
+        }
+        break;
     }
     check(status, op);
     return call;

@@ -290,6 +290,17 @@ class GpuRankRun final : public RankThreadRun {
         SHARDSIM_NCCL(ncclRecv(receive, count, type, (me + size - 1) % size, comm, stream));
         SHARDSIM_NCCL(ncclGroupEnd());
         break;
+      case CollectiveOp::send:
+        SHARDSIM_NCCL(ncclGroupStart());
+        if (me == op.root) {
+          for (int peer = 0; peer < size; ++peer) {
+            if (peer != me) SHARDSIM_NCCL(ncclSend(send, count, type, peer, comm, stream));
+          }
+        } else {
+          SHARDSIM_NCCL(ncclRecv(receive, count, type, op.root, comm, stream));
+        }
+        SHARDSIM_NCCL(ncclGroupEnd());
+        break;
     }
   }
 

@@ -96,6 +96,8 @@ bool run_collective(const ProbeOptions& options, CollectiveOp op, long long requ
     case CollectiveOp::reduce:
       call = [&] { MPI_Reduce(send.data(), receive.data(), chunk, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); };
       break;
+    case CollectiveOp::send:
+      throw std::logic_error("the probe sweeps nccl-tests' collectives; send is priced as send_recv");
   }
   // Results checked once, as nccl-tests' #wrong: all-reduce and all-gather
   // have closed-form answers.
@@ -175,7 +177,7 @@ Measurements run_cpu_probe(const ProbeOptions& options) {
                       "fp64", out);
   probe_copies(options, out);
   const long long largest = static_cast<long long>(std::min(options.max_bytes, options.quick ? double(1 << 20) : 256.0 * (1 << 20)));
-  for (CollectiveOp op : workloads::all_collective_ops()) {
+  for (CollectiveOp op : workloads::nccl_tests_collective_ops()) {
     for (long long bytes = 8; bytes <= largest; bytes *= options.quick ? 8 : 2) run_collective(options, op, bytes, nodes, out);
   }
   probe_interference(options, out);

@@ -72,7 +72,7 @@ int run_collective(const CollectiveOptions& options) {
 
   std::vector<workloads::CollectiveOp> ops;
   if (options.op == "all") {
-    ops = workloads::all_collective_ops();
+    ops = workloads::nccl_tests_collective_ops();
   } else {
     const auto op = workloads::parse_collective_op(options.op);
     if (!op) throw std::invalid_argument("--op: unknown collective '" + options.op + "'");
@@ -134,7 +134,7 @@ void add_collective_command(CLI::App& app, int& exit_code) {
                       "Calibration profile JSON file or preset (default: the cluster's own)");
   command->add_option("--op", options->op, "Collective, or 'all' for every one")
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
-                             "send_recv", "all"}))
+                             "send_recv", "send", "all"}))
       ->capture_default_str();
   command->add_option("-g,--gpus", options->gpus, "Ranks in the group (default: all the group shape allows)");
   command->add_option("--group", options->group,
@@ -162,7 +162,7 @@ void add_collective_command(CLI::App& app, int& exit_code) {
   command->add_option("-d,--type", options->type, "Element type, as nccl-tests names it")
       ->check(CLI::IsMember(sim::data_type_names()))
       ->capture_default_str();
-  command->add_option("-r,--root", options->root, "Root rank of broadcast and reduce")->capture_default_str();
+  command->add_option("-r,--root", options->root, "Root rank of broadcast, reduce and send")->capture_default_str();
   command->add_option("--csv", options->csv, "Also write the rows as CSV to this file");
   command->callback([options, &exit_code] { exit_code = run_collective(*options); });
 }

@@ -15,7 +15,8 @@ void add_job_options(CLI::App& command, JobOptions& options) {
   command.add_option("--training", options.training, "Training config JSON or preset")->capture_default_str();
   command.add_option("--deepspeed", options.deepspeed,
                      "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
-  command.add_option("-g,--gpus", options.gpus, "Data-parallel GPUs (default: the whole cluster)");
+  command.add_option("-g,--gpus", options.gpus,
+                     "GPUs (default: the whole cluster); the data-parallel size is GPUs / (tensor x pipeline)");
   command.add_option("--scale", options.scale,
                      "Shrink the model and batch, the plan unchanged: layers=2,hidden=512,seq=256,micro_batches=2 "
                      "(also ffn, vocab)");
@@ -40,8 +41,8 @@ JobInputs load_job_inputs(const JobOptions& options) {
   StepConfig& step = inputs.step;
   step.model = load_model(options.model);
   const int available = inputs.cluster.gpu_count();
-  step.data_parallel = options.gpus == 0 ? available : options.gpus;
-  if (step.data_parallel < 1 || step.data_parallel > available) {
+  const int gpus = options.gpus == 0 ? available : options.gpus;
+  if (gpus < 1 || gpus > available) {
     throw std::invalid_argument("--gpus " + std::to_string(options.gpus) + ": cluster " + inputs.cluster.name +
                                 " has 1 to " + std::to_string(available) + " GPUs");
   }
@@ -51,7 +52,9 @@ JobInputs load_job_inputs(const JobOptions& options) {
   step.training_file = options.training;
   if (options.deepspeed.empty()) {
     step.plan = load_plan(options.plan);
+    step.data_parallel = data_parallel_size(step.plan, gpus, step.gpus_per_node, step.plan_file);
   } else {
+    step.data_parallel = gpus;
     const DeepSpeedConfig deepspeed = load_deepspeed_config(options.deepspeed, step.model);
     step.plan = deepspeed.plan;
     step.training = apply_deepspeed_batch(step.training, deepspeed, step.data_parallel);
@@ -64,7 +67,9 @@ JobInputs load_job_inputs(const JobOptions& options) {
     apply_job_scale(inputs.scale, step.data_parallel, step.model, step.training);
   }
   // Both checks name the file at fault before anything is compiled.
-  inputs.factors = resolve_factors(step.plan, step.data_parallel, step.gpus_per_node, step.plan_file);
+  // Data-parallel groups of a tensor-parallel plan have gpus_per_node / t GPUs in a node.
+  inputs.factors = resolve_factors(step.plan, step.data_parallel, step.gpus_per_node / step.plan.model_parallel.tensor,
+                                   step.plan_file);
   inputs.gradient_accumulation_steps = gradient_accumulation_steps(step.training, step.data_parallel, step.training_file);
   return inputs;
 }

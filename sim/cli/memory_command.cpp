@@ -1,6 +1,7 @@
 #include "sim/cli/commands.h"
 
 #include "sim/cli/job_inputs.h"
+#include "workloads/model_parallel_step.h"
 #include "workloads/memory_model.h"
 
 #include <CLI/CLI.hpp>
@@ -28,11 +29,23 @@ int run_memory(const MemoryOptions& options) {
   const ModelSpec& model = inputs.step.model;
   const Plan& plan = inputs.step.plan;
   const TrainingConfig& training = inputs.step.training;
-  const int gpus = inputs.step.data_parallel;
+  const int gpus = inputs.step.ranks();
   const ShardingFactors& factors = inputs.factors;
   const std::int64_t accumulation = inputs.gradient_accumulation_steps;
   const std::int64_t parameters = count_parameters(model).total();
-  const MemoryBreakdown memory = estimate_memory(model, training, plan, factors, gpus);
+  // Pipeline stages differ: the answer is the fullest one's.
+  int stage = 0;
+  MemoryBreakdown memory;
+  if (plan.system == ShardingSystem::megatron) {
+    const std::vector<MemoryBreakdown> stages = estimate_stage_memory(inputs.step);
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      if (stages[s].total() > stages[static_cast<std::size_t>(stage)].total()) stage = static_cast<int>(s);
+    }
+    memory = stages[static_cast<std::size_t>(stage)];
+  } else {
+    memory = estimate_memory(model, training, plan, factors, gpus);
+  }
+  const ModelParallelism& mp = plan.model_parallel;
   const double capacity = cluster.node.gpu_memory_bytes;
   const bool fits = memory.total() <= capacity;
 
@@ -42,6 +55,10 @@ int run_memory(const MemoryOptions& options) {
                           {"parameters", parameters},    {"plan", plan.name},
                           {"system", to_string(plan.system)},
                           {"gpus", gpus},
+                          {"data_parallel", inputs.step.data_parallel},
+                          {"tensor_parallel", mp.tensor},
+                          {"pipeline_parallel", mp.pipeline},
+                          {"pipeline_stage", stage},
                           {"factors", {{"parameters", factors.parameters}, {"gradients", factors.gradients},
                                        {"optimizer", factors.optimizer}}},
                           {"gradient_accumulation_steps", accumulation},
@@ -54,8 +71,12 @@ int run_memory(const MemoryOptions& options) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::printf("# shardsim memory: %s (%.3f B parameters) on %s, %d data-parallel GPUs\n", model.name.c_str(),
-              static_cast<double>(parameters) / 1e9, cluster.name.c_str(), gpus);
+  std::printf("# shardsim memory: %s (%.3f B parameters) on %s, %d GPUs, %d data-parallel\n", model.name.c_str(),
+              static_cast<double>(parameters) / 1e9, cluster.name.c_str(), gpus, inputs.step.data_parallel);
+  if (mp.any()) {
+    std::printf("# tensor parallel %d%s, pipeline %d x %d virtual stages; the fullest stage: %d\n", mp.tensor,
+                mp.sequence_parallel ? " (sequence parallel)" : "", mp.pipeline, mp.virtual_stages, stage);
+  }
   std::printf("# plan %s (%s): f_P %d, f_G %d, f_OS %d\n", plan.name.c_str(), to_string(plan.system).c_str(),
               factors.parameters, factors.gradients, factors.optimizer);
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step; recompute %s, flash attention %s\n",

@@ -62,11 +62,11 @@ std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_p
 int run_step(const RunOptions& options) {
   JobInputs inputs = load_job_inputs(options.job);
   workloads::StepConfig& step = inputs.step;
-  if (options.breakdown_rank < 0 || options.breakdown_rank >= step.data_parallel) {
+  if (options.breakdown_rank < 0 || options.breakdown_rank >= step.ranks()) {
     throw std::invalid_argument("--rank " + std::to_string(options.breakdown_rank) + ": the job has ranks 0 to " +
-                                std::to_string(step.data_parallel - 1));
+                                std::to_string(step.ranks() - 1));
   }
-  const std::vector<int> record = recorded_ranks(options, step.data_parallel, inputs.cluster.node.gpus);
+  const std::vector<int> record = recorded_ranks(options, step.ranks(), inputs.cluster.node.gpus);
   const calib::Profile profile = calib::load_profile(options.profile.empty() ? inputs.cluster.profile : options.profile);
   const topology::Cluster cluster(inputs.cluster);
   const topology::Router router(cluster);
@@ -79,9 +79,12 @@ int run_step(const RunOptions& options) {
   }
   sim::StepSimulationOptions simulation;
   simulation.network = sim::parse_network_mode(options.network);
-  simulation.gpu_of_rank = topology::place_ranks(cluster, step.data_parallel, topology::parse_placement_policy(options.placement),
-                                                 sim::placement_group_ranks(step.plan, inputs.factors, step.data_parallel))
-                               .gpu_of_rank;
+  // Megatron's data-parallel groups are strided by the tensor-parallel size,
+  // not blocks a leaf-aware placement could keep together.
+  const int group_ranks =
+      step.plan.system == workloads::ShardingSystem::megatron ? 0 : sim::placement_group_ranks(step.plan, inputs.factors, step.ranks());
+  simulation.gpu_of_rank =
+      topology::place_ranks(cluster, step.ranks(), topology::parse_placement_policy(options.placement), group_ranks).gpu_of_rank;
   auto progress = std::make_shared<ProgressBar>("simulating " + std::to_string(program.total_ops()) + " ops", 100);
   std::size_t shown = 0;
   simulation.on_progress = [&](double fraction) {

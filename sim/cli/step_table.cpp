@@ -25,15 +25,25 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   const nlohmann::json& d = program.description;
   const nlohmann::json& o = d.at("overlap");
   const auto on = [](const nlohmann::json& flag) { return flag.get<bool>() ? "on" : "off"; };
-  std::printf("# %s: %s (%.3f B parameters) on %s, %d data-parallel GPUs\n", title.c_str(),
+  std::printf("# %s: %s (%.3f B parameters) on %s, %d GPUs, %d data-parallel\n", title.c_str(),
               d.at("model").get<std::string>().c_str(), d.at("parameters").get<double>() / 1e9, cluster.c_str(),
-              program.ranks);
-  std::printf("# plan %s (%s, %s): f_P %d, f_G %d, f_OS %d; overlap: gather/scatter %s, optimizer all-reduce %s, "
+              program.ranks, d.at("data_parallel").get<int>());
+  if (d.contains("tensor_parallel")) {
+    std::printf("# plan %s (megatron): tensor %d%s, pipeline %d x %d virtual stages, %s; overlap: gradient reduce %s, "
+                "parameter gather %s\n",
+                d.at("plan").get<std::string>().c_str(), d.at("tensor_parallel").get<int>(),
+                d.at("sequence_parallel").get<bool>() ? " + sequence parallel" : "", d.at("pipeline_parallel").get<int>(),
+                d.at("virtual_stages").get<int>(),
+                d.at("distributed_optimizer").get<bool>() ? "distributed optimizer" : "replicated optimizer",
+                on(o.at("gradient_reduce")), on(o.at("parameter_gather")));
+  } else {
+    std::printf("# plan %s (%s, %s): f_P %d, f_G %d, f_OS %d; overlap: gather/scatter %s, optimizer all-reduce %s, "
               "parameter broadcast %s\n",
               d.at("plan").get<std::string>().c_str(), d.at("system").get<std::string>().c_str(),
               d.at("behaviour").get<std::string>().c_str(), d.at("factors").at("parameters").get<int>(),
               d.at("factors").at("gradients").get<int>(), d.at("factors").at("optimizer").get<int>(),
               on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
+  }
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
               d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),

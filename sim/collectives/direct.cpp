@@ -89,9 +89,31 @@ DirectSchedule send_recv(const topology::Cluster& cluster, const GroupLayout& gr
   return schedule;
 }
 
+// The root sends the whole buffer to each other member.
+DirectSchedule one_way_send(const topology::Cluster& cluster, const GroupLayout& group, int root) {
+  DirectSchedule schedule;
+  std::vector<char> in_group(static_cast<std::size_t>(cluster.gpu_count()), 0);
+  for (topology::GpuId gpu : group.ranks) in_group[static_cast<std::size_t>(gpu)] = 1;
+  const topology::GpuId a = group.ranks[static_cast<std::size_t>(root)];
+  for (topology::GpuId b : group.ranks) {
+    if (b == a) continue;
+    Hop hop{a, b};
+    if (cluster.node_of(a) != cluster.node_of(b)) {
+      ++schedule.remote_peers;
+      const RailAlignment rail = rail_alignment(cluster, in_group, cluster.node_of(a), b);
+      if (rail.relay_in_group) hop = {a, b, rail.nic, cluster.home_nic(b)};
+    }
+    schedule.sends.push_back({hop, 1.0});
+  }
+  return schedule;
+}
+
 DirectSchedule direct_schedule(const CollectiveContext& context, const CollectiveCall& call) {
-  return call.op == CollectiveOp::all_to_all ? all_to_all(context.cluster, context.group)
-                                             : send_recv(context.cluster, context.group);
+  switch (call.op) {
+    case CollectiveOp::all_to_all: return all_to_all(context.cluster, context.group);
+    case CollectiveOp::send: return one_way_send(context.cluster, context.group, call.root);
+    default: return send_recv(context.cluster, context.group);
+  }
 }
 
 TimePs launch_latency(const calib::ProtocolParams& params, const DirectSchedule& schedule) {
@@ -102,8 +124,8 @@ TimePs launch_latency(const calib::ProtocolParams& params, const DirectSchedule&
 }  // namespace
 
 std::string DirectAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout&) const {
-  if (op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv) {
-    return "direct only implements all_to_all and send_recv";
+  if (op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv && op != CollectiveOp::send) {
+    return "direct only implements all_to_all, send_recv and send";
   }
   return "";
 }

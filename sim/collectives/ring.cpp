@@ -59,7 +59,7 @@ RingSchedule ring_schedule(const GroupLayout& group, const CollectiveCall& call)
 }
 
 std::string RingAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout&) const {
-  if (op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv) {
+  if (op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv || op == CollectiveOp::send) {
     return "ring does not implement " + std::string(workloads::to_string(op)) + " (use direct)";
   }
   return "";

@@ -12,7 +12,8 @@ std::vector<Algorithm> nccl_candidates(CollectiveOp op) {
   switch (op) {
     case CollectiveOp::all_reduce: return {Algorithm::ring, Algorithm::tree};
     case CollectiveOp::all_to_all:
-    case CollectiveOp::send_recv: return {Algorithm::direct};
+    case CollectiveOp::send_recv:
+    case CollectiveOp::send: return {Algorithm::direct};
     default: return {Algorithm::ring};
   }
 }

@@ -70,6 +70,7 @@ std::vector<std::string> timeline_violations(const workloads::Program& program, 
         case CollectiveOp::broadcast: return b == c.op->root;
         case CollectiveOp::reduce: return a == c.op->root;
         case CollectiveOp::send_recv: return b == (a + n - 1) % n;
+        case CollectiveOp::send: return b == c.op->root;
         default: return true;
       }
     };

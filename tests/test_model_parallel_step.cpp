@@ -1,0 +1,259 @@
+// Megatron-LM steps (tensor, pipeline and data parallelism) against the
+// published counts: Megatron's two all-reduces per block per pass
+// (Shoeybi et al. 2019), sequence parallelism moving the same bytes as an
+// all-reduce plus the inputs gathered again for the weight gradients
+// (Korthikanti et al. 2022), activations split t ways, every GEMM's FLOPs
+// conserved across the group, 1F1B's p - s micro-batches in flight, and the
+// simulated step consistent (every op once, after its dependencies).
+#include "fixtures.h"
+#include "sim/step/step_simulator.h"
+#include "sim/step/timeline_check.h"
+#include "topology/json_input.h"
+#include "topology/presets.h"
+#include "workloads/activation_memory.h"
+#include "workloads/model_parallel_step.h"
+#include "workloads/step_compiler.h"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+
+namespace {
+
+ModelSpec small_model(int layers = 4) {
+  ModelSpec model;
+  model.name = "small";
+  model.layers = layers;
+  model.hidden = 512;
+  model.heads = 8;
+  model.kv_heads = 8;
+  model.head_dim = 64;
+  model.ffn_hidden = 1408;
+  model.vocab = 1024;  // divisible by every tensor-parallel size used: no padding
+  model.max_positions = 1024;
+  return model;
+}
+
+StepConfig megatron(int tensor, int pipeline, int data, int micro_batches, bool sequence_parallel = false,
+                    int virtual_stages = 1) {
+  StepConfig config;
+  config.model = small_model(virtual_stages > 1 ? 8 : 4);
+  config.training.sequence_length = 512;
+  config.training.micro_batch_size = 1;
+  config.training.global_batch_sequences = static_cast<std::int64_t>(data) * micro_batches;
+  config.plan = load_plan("megatron-dp");
+  config.plan.model_parallel = {tensor, pipeline, virtual_stages, sequence_parallel};
+  config.data_parallel = data;
+  config.gpus_per_node = 8;
+  config.plan_file = "plan.json";
+  config.training_file = "training.json";
+  return config;
+}
+
+const test::World& world() {
+  static const test::World w("dgx-a100-2node");
+  return w;
+}
+
+double tensor_parallel_bytes_sent(const Program& program, int rank) {
+  double sent = 0;
+  for (const Op& op : program.program_of(rank).ops) {
+    if (op.kind != OpKind::collective || program.communicators[static_cast<std::size_t>(op.communicator)].name != "tensor_parallel") {
+      continue;
+    }
+    const double t = program.communicators[static_cast<std::size_t>(op.communicator)].group_size();
+    sent += (op.collective == CollectiveOp::all_reduce ? 2 : 1) * (t - 1) / t * op.bytes;
+  }
+  return sent;
+}
+
+double gemm_flops(const Program& program, int rank) {
+  double flops = 0;
+  for (const Op& op : program.program_of(rank).ops) {
+    if (op.kind == OpKind::compute && op.kernel != KernelClass::optimizer) flops += op.flops;
+  }
+  return flops;
+}
+
+}  // namespace
+
+TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence parallelism moves the same bytes plus "
+          "the re-gathered GEMM inputs",
+          "[megatron][traffic]") {
+  const int m = 3, L = 4;
+  const double T = 512, h = 512, e = 2;
+  for (int t : {2, 4, 8}) {
+    INFO("t " << t);
+    const Program plain = compile_step(megatron(t, 1, 1, m));
+    validate_program(plain);
+    const double share = 2.0 * (t - 1) / t;  // a ring all-reduce sends this much of its buffer
+    // Per micro-batch: attention and MLP each all-reduce forward and
+    // backward, the embedding forward, the LM head's input gradient
+    // backward, and three fp32 values per token for the cross-entropy.
+    const double expected = m * ((4.0 * L + 2) * share * T * h * e + 3 * share * 4 * T);
+    for (int rank = 0; rank < t; ++rank) REQUIRE(tensor_parallel_bytes_sent(plain, rank) == Approx(expected).epsilon(1e-12));
+
+    const Program sp = compile_step(megatron(t, 1, 1, m, true));
+    validate_program(sp);
+    // One all-gather per column-parallel GEMM (QKV, gate/up, LM head) again in backward.
+    const double regathered = m * (2.0 * L + 1) * (t - 1.0) / t * T * h * e;
+    REQUIRE(tensor_parallel_bytes_sent(sp, 0) == Approx(expected + regathered).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("tensor parallelism splits every GEMM's FLOPs and the parameters t ways, norms whole", "[megatron][compute]") {
+  const Program whole = compile_step(megatron(1, 1, 1, 2));
+  const double whole_gemm_flops = gemm_flops(whole, 0);
+  const ModelSpec model = small_model();
+  const double psi = static_cast<double>(count_parameters(model).total());
+  const double norms = (2.0 * model.layers + 1) * static_cast<double>(model.hidden);  // RMSNorm weights
+  for (int t : {2, 4, 8}) {
+    INFO("t " << t);
+    const StepConfig config = megatron(t, 1, 1, 2);
+    const ModelParallelPartition partition = partition_model(config);
+    REQUIRE(partition.stage_parameters.front() * t - (t - 1) * norms == Approx(psi).epsilon(1e-12));
+    // GEMM and attention FLOPs split exactly; element-wise work on whole
+    // hidden states (norms, residuals) is repeated on every GPU.
+    const Program program = compile_step(config);
+    double split = 0, repeated_whole = 0, repeated_split = 0;
+    for (const Op& op : program.programs.front().ops) {
+      if (op.kind != OpKind::compute) continue;
+      if (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention) split += op.flops;
+    }
+    for (const Op& op : whole.programs.front().ops) {
+      if (op.kind == OpKind::compute && op.kernel == KernelClass::elementwise) repeated_whole += op.flops;
+    }
+    for (const Op& op : program.programs.front().ops) {
+      if (op.kind == OpKind::compute && op.kernel == KernelClass::elementwise) repeated_split += op.flops;
+    }
+    double whole_split = 0;
+    for (const Op& op : whole.programs.front().ops) {
+      if (op.kind == OpKind::compute && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
+        whole_split += op.flops;
+      }
+    }
+    REQUIRE(split * t == Approx(whole_split).epsilon(1e-12));
+    REQUIRE(repeated_split < repeated_whole);
+    REQUIRE(repeated_split > repeated_whole / t);
+  }
+  REQUIRE(whole_gemm_flops > 0);
+}
+
+TEST_CASE("activations per GPU: split t ways under sequence parallelism, all but the block inputs without",
+          "[megatron][memory]") {
+  const ModelSpec model = small_model();
+  TrainingConfig training;
+  training.sequence_length = 512;
+  training.micro_batch_size = 1;
+  const double e = training.bytes_per_value, h = static_cast<double>(model.hidden);
+  for (bool flash : {true, false}) {
+    training.flash_attention = flash;
+    const double whole = layer_activation_bytes_per_token(model, training, 0);
+    for (int t : {2, 4, 8}) {
+      INFO("t " << t << " flash " << flash);
+      // Korthikanti et al. 2022, table 2: s b h (34 / t + 5 a s / (h t)) with sequence parallelism...
+      REQUIRE(layer_activation_bytes_per_token(model, training, 0, {t, 1, 1, true}) == Approx(whole / t));
+      // ...and s b h (10 + 24 / t + 5 a s / (h t)) without: the inputs of the two norms and two
+      // first GEMMs stay whole (4 e h here, no dropout masks).
+      REQUIRE(layer_activation_bytes_per_token(model, training, 0, {t, 1, 1, false}) ==
+              Approx(4 * e * h + (whole - 4 * e * h) / t));
+    }
+  }
+}
+
+TEST_CASE("under 1F1B stage s holds p - s micro-batches of activations at its peak, as simulated and as estimated",
+          "[megatron][pipeline][memory]") {
+  const int p = 4, m = 8;
+  const StepConfig config = megatron(2, p, 2, m);  // 16 GPUs
+  const Program program = compile_step(config);
+  validate_program(program);
+  REQUIRE(program.programs.size() == static_cast<std::size_t>(p));
+  const ModelParallelPartition partition = partition_model(config);
+  sim::StepSimulationOptions options;
+  options.network = sim::NetworkMode::analytical;
+  const sim::StepTimeline timeline =
+      sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+  REQUIRE_FALSE(timeline.out_of_memory);
+  const std::vector<MemoryBreakdown> estimate = estimate_stage_memory(config);
+  const ModelParallelLayout layout{2, 2, p};
+  for (int s = 0; s < p; ++s) {
+    INFO("stage " << s);
+    double per_micro_batch = 0;
+    for (std::size_t module : partition.chunks[static_cast<std::size_t>(s)].front()) {
+      per_micro_batch += partition.modules[module].activation_bytes;
+    }
+    const double expected = (p - s) * per_micro_batch;
+    const auto& peak = timeline.peak_memory[static_cast<std::size_t>(layout.rank(1, 1, s))];
+    REQUIRE(peak.by_category[static_cast<std::size_t>(MemoryCategory::activations)] == Approx(expected));
+    REQUIRE(estimate[static_cast<std::size_t>(s)].activations == Approx(expected));
+    // Distributed optimizer, bf16 parameters with fp32 gradients: 2 + 4 + 12 / d bytes per parameter.
+    const double psi = partition.stage_parameters[static_cast<std::size_t>(s)];
+    REQUIRE(estimate[static_cast<std::size_t>(s)].model_states() == Approx((2 + 4 + 12.0 / 2) * psi));
+    REQUIRE(peak.by_category[static_cast<std::size_t>(MemoryCategory::optimizer_states)] == Approx(12.0 / 2 * psi));
+  }
+}
+
+TEST_CASE("a Megatron step runs every op once, after its dependencies, sends meeting their receives",
+          "[megatron][causality]") {
+  for (const StepConfig& config : {megatron(2, 2, 4, 4), megatron(2, 4, 2, 8, true, 2), megatron(8, 2, 1, 2, true),
+                                   megatron(1, 4, 4, 4), megatron(4, 1, 4, 2)}) {
+    const ModelParallelism& mp = config.plan.model_parallel;
+    INFO("t " << mp.tensor << " p " << mp.pipeline << " v " << mp.virtual_stages << " d " << config.data_parallel);
+    const Program program = compile_step(config);
+    validate_program(program);
+    REQUIRE(program.ranks == 16);
+    // Sends: every activation and gradient crossing a boundary once per
+    // micro-batch and chunk, as much received as sent.
+    double sent = 0, received = 0;
+    for (int rank = 0; rank < program.ranks; ++rank) {
+      for (const Op& op : program.program_of(rank).ops) {
+        if (op.kind != OpKind::collective || op.collective != CollectiveOp::send) continue;
+        const auto& group = program.communicators[static_cast<std::size_t>(op.communicator)].group_of(rank);
+        (group[static_cast<std::size_t>(op.root)] == rank ? sent : received) += op.bytes;
+      }
+    }
+    const double boundaries = mp.pipeline * mp.virtual_stages - 1;
+    const double micro_batches = static_cast<double>(config.training.global_batch_sequences) / config.data_parallel;
+    const double per_send = 2.0 * 512 * 512 / (mp.sequence_parallel ? mp.tensor : 1);
+    REQUIRE(sent == Approx(2 * boundaries * micro_batches * per_send * mp.tensor * config.data_parallel));
+    REQUIRE(received == Approx(sent));
+    for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
+      sim::StepSimulationOptions options;
+      options.network = network;
+      const sim::StepTimeline timeline =
+          sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+      REQUIRE_FALSE(timeline.out_of_memory);
+      const std::vector<std::string> violations = sim::timeline_violations(program, timeline);
+      INFO((violations.empty() ? "" : violations.front()));
+      REQUIRE(violations.empty());
+    }
+    // The Program survives its JSON form (ranks outside a pipeline pair included).
+    const Program back = program_from_json(program_to_json(program), "program.json");
+    REQUIRE(back.total_ops() == program.total_ops());
+    REQUIRE(back.communicators.size() == program.communicators.size());
+  }
+}
+
+TEST_CASE("Megatron plans that cannot run are refused naming the file and the field", "[megatron][input]") {
+  StepConfig layers = megatron(1, 3, 1, 3);  // 4 layers over 3 stages
+  REQUIRE_THROWS_WITH(compile_step(layers), Catch::Contains("plan.json: model_parallel") && Catch::Contains("4 layers"));
+  StepConfig interleaved = megatron(1, 2, 1, 3, false, 2);  // 3 micro-batches over 2 stages
+  REQUIRE_THROWS_WITH(compile_step(interleaved), Catch::Contains("training.json: global_batch"));
+  StepConfig heads = megatron(16, 1, 1, 1);
+  heads.gpus_per_node = 16;
+  REQUIRE_THROWS_WITH(compile_step(heads), Catch::Contains("heads (8) must divide over the 16"));
+  REQUIRE_THROWS_WITH(data_parallel_size(load_plan("megatron-tp8-sp"), 16, 4, "plan.json"),
+                      Catch::Contains("plan.json: model_parallel.tensor"));
+  REQUIRE_THROWS_WITH(data_parallel_size(load_plan("megatron-tp4-pp4"), 24, 8, "plan.json"),
+                      Catch::Contains("does not divide the 24 GPUs"));
+  nlohmann::json document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/megatron-dp.json"));
+  document["factors"]["parameters"] = "all";
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"), Catch::Contains("p.json: factors") && Catch::Contains("Megatron"));
+  document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/zero3.json"));
+  document["model_parallel"] = {{"tensor", 2}, {"pipeline", 1}};
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"), Catch::Contains("p.json: model_parallel"));
+}

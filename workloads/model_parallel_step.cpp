@@ -1,0 +1,471 @@
+#include "workloads/model_parallel_step.h"
+
+#include "topology/json_input.h"
+#include "workloads/memory_model.h"
+#include "workloads/pipeline_schedule.h"
+#include "workloads/transformer_kernels.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+namespace shardsim::workloads {
+
+namespace {
+
+enum Stream : int {
+  compute_stream,
+  tensor_stream,
+  activation_send_stream,
+  activation_receive_stream,
+  gradient_send_stream,
+  gradient_receive_stream,
+  reduce_stream,
+  gather_stream,
+};
+
+using OpIndex = std::uint32_t;
+
+// A pair of stages' ranks for every (tp, dp); the other ranks are in none.
+Communicator stage_pairs(std::string name, const ModelParallelLayout& layout, int a, int b) {
+  Communicator communicator;
+  communicator.name = std::move(name);
+  communicator.group_of_rank.assign(static_cast<std::size_t>(layout.ranks()), -1);
+  for (int dp = 0; dp < layout.data; ++dp) {
+    for (int tp = 0; tp < layout.tensor; ++tp) {
+      std::vector<int> group{layout.rank(tp, dp, a), layout.rank(tp, dp, b)};
+      std::sort(group.begin(), group.end());
+      for (int rank : group) {
+        communicator.group_of_rank[static_cast<std::size_t>(rank)] = static_cast<int>(communicator.groups.size());
+      }
+      communicator.groups.push_back(std::move(group));
+    }
+  }
+  return communicator;
+}
+
+struct Communicators {
+  std::optional<int> tensor, data, embedding;
+  std::vector<int> forward, backward;  // per boundary s: stage s and stage (s + 1) mod p
+};
+
+class StageBuilder {
+ public:
+  StageBuilder(const StepConfig& config, const ModelParallelPartition& partition, const Communicators& comms,
+               int stage, const std::vector<PipelinePass>& passes, RankProgram& program)
+      : config_(config),
+        mp_(config.plan.model_parallel),
+        partition_(partition),
+        comms_(comms),
+        stage_(stage),
+        passes_(passes),
+        program_(program),
+        ops_(program.ops) {}
+
+  void build();
+
+ private:
+  OpIndex add(Op op) {
+    ops_.push_back(std::move(op));
+    return static_cast<OpIndex>(ops_.size() - 1);
+  }
+  OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
+                     std::vector<OpIndex> deps, int root = 0) {
+    Op op;
+    op.kind = OpKind::collective;
+    op.stream = stream;
+    op.name = name;
+    op.collective = kind;
+    op.communicator = communicator;
+    op.bytes = bytes;
+    op.root = root;
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+  void memory(const std::string& name, MemoryCategory category, double bytes, int stream) {
+    Op op;
+    op.kind = OpKind::memory;
+    op.stream = stream;
+    op.name = name;
+    op.memory = category;
+    op.bytes = bytes;
+    add(std::move(op));
+  }
+  OpIndex kernel(const KernelSpec& spec, const std::string& prefix, std::vector<OpIndex> deps) {
+    Op op;
+    op.kind = OpKind::compute;
+    op.stream = compute_stream;
+    op.name = prefix + spec.name;
+    op.kernel = spec.kernel;
+    op.dtype = spec.dtype;
+    op.flops = spec.flops;
+    op.hbm_bytes = spec.hbm_bytes;
+    op.gemm = spec.gemm;
+    op.deps = std::move(deps);
+    op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
+    blocking_.clear();
+    last_compute_ = add(std::move(op));
+    return *last_compute_;
+  }
+  std::vector<OpIndex> after_last_compute() const {
+    return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
+  }
+
+  void run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps);
+  void forward(const PipelinePass& pass);
+  void backward(const PipelinePass& pass, bool last_of_chunk);
+  void reduce_bucket(std::vector<OpIndex> deps);
+  void emit_parameter_gathers(const std::vector<OpIndex>& deps);
+  int virtual_stage(int chunk) const { return chunk * mp_.pipeline + stage_; }
+  bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
+  bool last_virtual(int chunk) const { return virtual_stage(chunk) == mp_.pipeline * mp_.virtual_stages - 1; }
+  // The send between this stage and `peer` over `communicator`: the root is
+  // the sender's place in the sorted pair.
+  OpIndex send(const std::string& name, int communicator, int from, int to, int stream, std::vector<OpIndex> deps) {
+    return collective(name, CollectiveOp::send, communicator, partition_.boundary_bytes, stream, std::move(deps),
+                      from < to ? 0 : 1);
+  }
+  std::string prefix(const PipelinePass& pass) const {
+    return "mb" + std::to_string(pass.micro_batch) + "." +
+           (mp_.virtual_stages > 1 ? "chunk" + std::to_string(pass.chunk) + "." : "");
+  }
+
+  const StepConfig& config_;
+  const ModelParallelism& mp_;
+  const ModelParallelPartition& partition_;
+  const Communicators& comms_;
+  int stage_;
+  const std::vector<PipelinePass>& passes_;
+  RankProgram& program_;
+  std::vector<Op>& ops_;
+
+  std::optional<OpIndex> last_compute_;
+  std::vector<OpIndex> blocking_;  // tensor-parallel calls the next kernel waits for
+  std::vector<std::size_t> bucket_;
+  std::vector<OpIndex> reductions_;               // the optimizer waits for these
+  std::vector<std::vector<std::size_t>> deferred_;  // buckets reduced after the backward
+  std::vector<std::optional<OpIndex>> gather_of_module_;
+  bool gather_at_start_ = false;
+};
+
+// A kernel list with its tensor-parallel calls: a call follows the kernel
+// before it; a kernel waits for the call it names. `deps` go to the first
+// kernel. Calls no kernel of the list waits for hold up the next kernel.
+void StageBuilder::run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps) {
+  std::vector<OpIndex> calls;
+  std::vector<bool> waited;
+  for (const KernelSpec& spec : list) {
+    if (spec.call) {
+      calls.push_back(collective(prefix + spec.name, spec.call->op, *comms_.tensor, spec.call->bytes, tensor_stream,
+                                 after_last_compute()));
+      waited.push_back(false);
+      continue;
+    }
+    std::vector<OpIndex> kernel_deps = std::exchange(deps, {});
+    if (spec.waits_for_call > 0) {
+      const std::size_t which = calls.size() - static_cast<std::size_t>(spec.waits_for_call);
+      kernel_deps.push_back(calls[which]);
+      waited[which] = true;
+    }
+    kernel(spec, prefix, std::move(kernel_deps));
+  }
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (!waited[i]) blocking_.push_back(calls[i]);
+  }
+}
+
+void StageBuilder::forward(const PipelinePass& pass) {
+  const std::string name = prefix(pass);
+  const int p = mp_.pipeline;
+  std::vector<OpIndex> deps;
+  if (!first_virtual(pass.chunk)) {
+    const int from = (stage_ + p - 1) % p;
+    deps.push_back(send(name + "receive_activations", comms_.forward[static_cast<std::size_t>(from)], from, stage_,
+                        activation_receive_stream, {}));
+  }
+  for (std::size_t module : partition_.chunks[static_cast<std::size_t>(stage_)][static_cast<std::size_t>(pass.chunk)]) {
+    const ModuleWork& work = partition_.modules[module];
+    if (gather_at_start_ && pass.micro_batch == 0 && gather_of_module_[module]) deps.push_back(*gather_of_module_[module]);
+    memory(name + work.name + ".activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
+    run(work.forward, name + work.name + ".", deps);
+  }
+  if (!last_virtual(pass.chunk)) {
+    const int to = (stage_ + 1) % p;
+    std::vector<OpIndex> after = after_last_compute();
+    after.insert(after.end(), blocking_.begin(), blocking_.end());
+    send(name + "send_activations", comms_.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
+         std::move(after));
+  }
+}
+
+void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
+  const std::string name = prefix(pass);
+  const int p = mp_.pipeline;
+  const auto& modules = partition_.chunks[static_cast<std::size_t>(stage_)][static_cast<std::size_t>(pass.chunk)];
+  std::vector<OpIndex> deps;
+  if (!last_virtual(pass.chunk)) {
+    const int from = (stage_ + 1) % p;
+    deps.push_back(send(name + "receive_gradients", comms_.backward[static_cast<std::size_t>(stage_)], from, stage_,
+                        gradient_receive_stream, {}));
+  }
+  double working = 0;  // a layer rebuilt under full recompute, until its attention's backward
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
+    const ModuleWork& work = partition_.modules[*it];
+    const std::string module_prefix = name + work.name + ".";
+    if (work.recompute_working_bytes > 0) {
+      working = work.recompute_working_bytes;
+      memory(module_prefix + "recompute.alloc", MemoryCategory::activations, working, compute_stream);
+    }
+    run(work.recompute, module_prefix + "recompute.", deps);
+    run(work.backward, module_prefix, deps);
+    memory(module_prefix + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
+    if (working > 0 && work.name.find(".attention") != std::string::npos) {
+      memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);
+    }
+    if (last_of_chunk && comms_.data) {
+      bucket_.push_back(*it);
+      double bytes = 0;
+      for (std::size_t m : bucket_) bytes += partition_.modules[m].parameters;
+      if (partition_.gradient_bytes_per_value * bytes >= config_.plan.buckets.reduce_bytes || *it == modules.front()) {
+        if (config_.plan.overlap.optimizer_all_reduce) {
+          std::vector<OpIndex> after = after_last_compute();
+          after.insert(after.end(), blocking_.begin(), blocking_.end());
+          reduce_bucket(std::move(after));
+        } else {
+          deferred_.push_back(std::exchange(bucket_, {}));
+        }
+      }
+    }
+  }
+  if (!first_virtual(pass.chunk)) {
+    const int to = (stage_ + p - 1) % p;
+    std::vector<OpIndex> after = after_last_compute();
+    after.insert(after.end(), blocking_.begin(), blocking_.end());
+    send(name + "send_gradients", comms_.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
+         std::move(after));
+  }
+}
+
+// One bucket of gradients over the data-parallel group: a reduce-scatter
+// into the distributed optimizer's shards, or an all-reduce.
+void StageBuilder::reduce_bucket(std::vector<OpIndex> deps) {
+  const std::vector<std::size_t> modules = std::exchange(bucket_, {});
+  double parameters = 0;
+  for (std::size_t m : modules) parameters += partition_.modules[m].parameters;
+  const std::string name =
+      "grad." + partition_.modules[modules.front()].name + (modules.size() > 1 ? "+" : "");
+  const bool distributed = partition_.factors.optimizer > 1;
+  reductions_.push_back(collective(name + (distributed ? ".reduce_scatter" : ".all_reduce"),
+                                   distributed ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, *comms_.data,
+                                   partition_.gradient_bytes_per_value * parameters, reduce_stream, std::move(deps)));
+}
+
+// The distributed optimizer's parameter all-gathers, in buckets of whole
+// modules in forward order.
+void StageBuilder::emit_parameter_gathers(const std::vector<OpIndex>& deps) {
+  const double e = config_.training.bytes_per_value;
+  std::vector<std::size_t> pending;
+  double pending_bytes = 0;
+  std::vector<std::size_t> order;
+  for (const auto& chunk : partition_.chunks[static_cast<std::size_t>(stage_)]) order.insert(order.end(), chunk.begin(), chunk.end());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    pending.push_back(order[k]);
+    pending_bytes += e * partition_.modules[order[k]].parameters;
+    if (k + 1 == order.size() || pending_bytes >= config_.plan.buckets.all_gather_bytes) {
+      const OpIndex op = collective("update." + partition_.modules[pending.front()].name + (pending.size() > 1 ? "+" : "") +
+                                        ".all_gather",
+                                    CollectiveOp::all_gather, *comms_.data, pending_bytes, gather_stream, deps);
+      for (std::size_t m : pending) gather_of_module_[m] = op;
+      pending.clear();
+      pending_bytes = 0;
+    }
+  }
+}
+
+void StageBuilder::build() {
+  const double psi = partition_.stage_parameters[static_cast<std::size_t>(stage_)];
+  const double e = config_.training.bytes_per_value;
+  auto& resident = program_.resident_bytes;
+  resident[static_cast<std::size_t>(MemoryCategory::parameters)] = e * psi;
+  resident[static_cast<std::size_t>(MemoryCategory::gradients)] = partition_.gradient_bytes_per_value * psi;
+  resident[static_cast<std::size_t>(MemoryCategory::optimizer_states)] =
+      kOptimizerStateBytesPerParameter * psi / partition_.factors.optimizer;
+
+  gather_of_module_.assign(partition_.modules.size(), std::nullopt);
+  const bool distributed = comms_.data && partition_.factors.optimizer > 1;
+  gather_at_start_ = distributed && config_.plan.overlap.parameter_broadcast;
+  if (gather_at_start_) emit_parameter_gathers({});
+
+  // A chunk's last backward is its last micro-batch's.
+  const int last_micro_batch = static_cast<int>(partition_.micro_batches - 1);
+  for (const PipelinePass& pass : passes_) {
+    if (pass.forward) {
+      forward(pass);
+    } else {
+      backward(pass, pass.micro_batch == last_micro_batch);
+    }
+  }
+  for (std::vector<std::size_t>& modules : deferred_) {
+    bucket_ = std::move(modules);
+    std::vector<OpIndex> after = after_last_compute();
+    after.insert(after.end(), blocking_.begin(), blocking_.end());
+    reduce_bucket(std::move(after));
+  }
+  if (comms_.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
+    reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.embedding,
+                                     partition_.gradient_bytes_per_value * partition_.tied_embedding_parameters,
+                                     reduce_stream, after_last_compute()));
+  }
+  std::vector<OpIndex> before_optimizer = reductions_;
+  before_optimizer.insert(before_optimizer.end(), blocking_.begin(), blocking_.end());
+  blocking_.clear();
+  const OpIndex optimizer = kernel(adam_step(psi / partition_.factors.optimizer), "", std::move(before_optimizer));
+  if (distributed && !gather_at_start_) emit_parameter_gathers({optimizer});
+}
+
+}  // namespace
+
+ModelParallelPartition partition_model(const StepConfig& config) {
+  const ModelParallelism& mp = config.plan.model_parallel;
+  const ModelSpec& model = config.model;
+  const int chunks_total = mp.pipeline * mp.virtual_stages;
+  if (model.layers % chunks_total != 0) {
+    throw_input_error(config.plan_file, "model_parallel",
+                      "pipeline x virtual_stages = " + std::to_string(chunks_total) + " must divide the " +
+                          std::to_string(model.layers) + " layers of " + model.name);
+  }
+  ModelParallelPartition partition;
+  partition.factors = resolve_factors(config.plan, config.data_parallel, config.gpus_per_node / mp.tensor, config.plan_file);
+  partition.micro_batches = gradient_accumulation_steps(config.training, config.data_parallel, config.training_file);
+  if (mp.virtual_stages > 1 && partition.micro_batches % mp.pipeline != 0) {
+    throw_input_error(config.training_file, "global_batch",
+                      "the interleaved schedule needs the micro-batches per step (" +
+                          std::to_string(partition.micro_batches) + ") to be a multiple of the " +
+                          std::to_string(mp.pipeline) + " pipeline stages");
+  }
+  partition.modules = transformer_modules(model, config.training, mp);
+  // Megatron-LM keeps bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32
+  // is forced on for bf16); fp16 gradients stay fp16.
+  partition.gradient_bytes_per_value = config.training.fp16 ? config.training.bytes_per_value : 4.0;
+  const double tokens = static_cast<double>(config.training.tokens_per_micro_batch());
+  partition.boundary_bytes = config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) /
+                             (mp.sequence_parallel ? mp.tensor : 1);
+  const int layers_per_chunk = model.layers / chunks_total;
+  partition.chunks.assign(static_cast<std::size_t>(mp.pipeline),
+                          std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(mp.virtual_stages)));
+  partition.stage_parameters.assign(static_cast<std::size_t>(mp.pipeline), 0.0);
+  for (std::size_t m = 0; m < partition.modules.size(); ++m) {
+    const int layer = std::clamp(partition.modules[m].layer, 0, model.layers - 1);  // embedding with the first, head with the last
+    const int virtual_stage = layer / layers_per_chunk;
+    const int stage = virtual_stage % mp.pipeline;
+    partition.chunks[static_cast<std::size_t>(stage)][static_cast<std::size_t>(virtual_stage / mp.pipeline)].push_back(m);
+    partition.stage_parameters[static_cast<std::size_t>(stage)] += partition.modules[m].parameters;
+  }
+  if (model.tied_embeddings && mp.pipeline > 1) {
+    // The last stage keeps its own copy of the word embedding for the LM head.
+    partition.tied_embedding_parameters = static_cast<double>(model.vocab * model.hidden) / mp.tensor;
+    partition.stage_parameters.back() += partition.tied_embedding_parameters;
+  }
+  return partition;
+}
+
+std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
+  const ModelParallelism& mp = config.plan.model_parallel;
+  const ModelParallelPartition partition = partition_model(config);
+  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches));
+  std::vector<MemoryBreakdown> stages(static_cast<std::size_t>(mp.pipeline));
+  for (int stage = 0; stage < mp.pipeline; ++stage) {
+    const auto& chunks = partition.chunks[static_cast<std::size_t>(stage)];
+    std::vector<double> chunk_bytes(chunks.size(), 0.0);
+    double working = 0;
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      for (std::size_t m : chunks[c]) {
+        chunk_bytes[c] += partition.modules[m].activation_bytes;
+        working = std::max(working, partition.modules[m].recompute_working_bytes);
+      }
+    }
+    double live = 0, peak = 0;
+    for (const PipelinePass& pass : schedule[static_cast<std::size_t>(stage)]) {
+      live += (pass.forward ? 1 : -1) * chunk_bytes[static_cast<std::size_t>(pass.chunk)];
+      peak = std::max(peak, live);
+    }
+    const double psi = partition.stage_parameters[static_cast<std::size_t>(stage)];
+    MemoryBreakdown& memory = stages[static_cast<std::size_t>(stage)];
+    memory.parameters = config.training.bytes_per_value * psi;
+    memory.gradients = partition.gradient_bytes_per_value * psi;
+    memory.optimizer_states = kOptimizerStateBytesPerParameter * psi / partition.factors.optimizer;
+    memory.activations = peak + working;
+  }
+  return stages;
+}
+
+Program compile_model_parallel_step(const StepConfig& config) {
+  const ModelParallelism& mp = config.plan.model_parallel;
+  const ModelParallelLayout layout{mp.tensor, config.data_parallel, mp.pipeline};
+  const ModelParallelPartition partition = partition_model(config);
+
+  Program program;
+  program.ranks = layout.ranks();
+  program.streams = {"compute",           "tensor_parallel", "activation_send", "activation_receive",
+                     "gradient_send",     "gradient_receive", "gradient_reduce", "parameter_gather"};
+  Communicators comms;
+  const auto add = [&](Communicator communicator) {
+    program.communicators.push_back(std::move(communicator));
+    return static_cast<int>(program.communicators.size() - 1);
+  };
+  const int t = layout.tensor, d = layout.data;
+  if (t > 1) comms.tensor = add(make_communicator("tensor_parallel", layout.ranks(), [t](int r) { return r / t; }));
+  if (d > 1) {
+    comms.data = add(make_communicator("data_parallel", layout.ranks(),
+                                       [&layout](int r) { return std::pair(layout.tp(r), layout.pp(r)); }));
+  }
+  const int boundaries = mp.virtual_stages > 1 ? mp.pipeline : mp.pipeline - 1;
+  for (int s = 0; s < boundaries; ++s) {
+    comms.forward.push_back(add(stage_pairs("pipeline_forward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
+  }
+  for (int s = 0; s < boundaries; ++s) {
+    comms.backward.push_back(add(stage_pairs("pipeline_backward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
+  }
+  if (partition.tied_embedding_parameters > 0) comms.embedding = add(stage_pairs("embedding", layout, 0, mp.pipeline - 1));
+
+  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches));
+  program.programs.resize(static_cast<std::size_t>(mp.pipeline));
+  for (int stage = 0; stage < mp.pipeline; ++stage) {
+    StageBuilder(config, partition, comms, stage, schedule[static_cast<std::size_t>(stage)],
+                 program.programs[static_cast<std::size_t>(stage)])
+        .build();
+  }
+  program.program_of_rank.resize(static_cast<std::size_t>(layout.ranks()));
+  for (int rank = 0; rank < layout.ranks(); ++rank) program.program_of_rank[static_cast<std::size_t>(rank)] = layout.pp(rank);
+
+  program.description = {
+      {"model", config.model.name},
+      {"parameters", count_parameters(config.model).total()},
+      {"plan", config.plan.name},
+      {"system", to_string(config.plan.system)},
+      {"overlap",
+       {{"gradient_reduce", config.plan.overlap.optimizer_all_reduce},
+        {"parameter_gather", config.plan.overlap.parameter_broadcast}}},
+      {"tensor_parallel", mp.tensor},
+      {"pipeline_parallel", mp.pipeline},
+      {"virtual_stages", mp.virtual_stages},
+      {"sequence_parallel", mp.sequence_parallel},
+      {"data_parallel", config.data_parallel},
+      {"distributed_optimizer", partition.factors.optimizer > 1},
+      {"factors",
+       {{"parameters", partition.factors.parameters},
+        {"gradients", partition.factors.gradients},
+        {"optimizer", partition.factors.optimizer}}},
+      {"sequence_length", config.training.sequence_length},
+      {"micro_batch_size", config.training.micro_batch_size},
+      {"gradient_accumulation_steps", partition.micro_batches},
+      {"tokens_per_step", config.training.global_batch_tokens()},
+      {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
+      {"recompute", to_string(config.training.recompute)},
+      {"flash_attention", config.training.flash_attention},
+      {"dtype", config.training.fp16 ? "fp16" : "bf16"},
+  };
+  return program;
+}
+
+}  // namespace shardsim::workloads

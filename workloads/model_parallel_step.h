@@ -1,0 +1,91 @@
+// compile_model_parallel_step: a Megatron-LM step (plan system "megatron")
+// -> Program: tensor, pipeline and data parallelism (TECHNIQUES.md section 5).
+//
+// Ranks follow Megatron's default order, tensor-parallel fastest, then data,
+// then pipeline: rank = tp + t (dp + d pp). Stage pp runs its own op list;
+// every tensor- and data-parallel rank of a stage shares it. Communicators:
+//   tensor_parallel      t consecutive ranks: the calls inside each layer
+//                        (transformer_kernels.h);
+//   data_parallel        the d ranks of one (tp, pp): gradient reductions and,
+//                        with the distributed optimizer, parameter gathers;
+//   pipeline_forward<s>  the rank of stage s and that of the next stage
+//                        (stage 0 after the last, for the interleaved
+//                        schedule's wrap) with the same (tp, dp): one send per
+//                        micro-batch and chunk crossing the boundary;
+//   pipeline_backward<s> the same pairs, the gradients going back;
+//   embedding            first and last stage, tied embeddings only: the
+//                        all-reduce of the word-embedding gradient both hold.
+//
+// Each stage runs its passes in pipeline_schedule.h's order. A forward
+// waits for its input activations (a send from the previous stage, on the
+// activation_receive stream) and sends its output on activation_send;
+// backwards likewise on gradient_receive / gradient_send, each stream one
+// pipeline boundary in one direction so the sends of every boundary pair up
+// in the same order on both sides. Activations are allocated per module in
+// forward and freed after its backward, so the in-flight micro-batches of
+// the schedule (p - s on stage s under 1F1B) show in the memory timeline.
+//
+// Data parallelism as Megatron runs it: gradients accumulate locally over
+// the micro-batches; during the last micro-batch's backward of each chunk
+// they are reduced in buckets of buckets.reduce_bytes (reduce-scatter with
+// the distributed optimizer, f_OS = all; all-reduce otherwise) as soon as a
+// bucket's modules are done (overlap.optimizer_all_reduce; off: after the
+// whole backward). The optimizer updates the GPU's shard; the distributed
+// optimizer then all-gathers the parameters in buckets of
+// buckets.all_gather_bytes, at the start of the next step with each module's
+// first forward waiting for its bucket (overlap.parameter_broadcast, Megatron's
+// overlap_param_gather), or at the end of this one.
+#pragma once
+
+#include "workloads/memory_model.h"
+#include "workloads/plan.h"
+#include "workloads/program.h"
+#include "workloads/step_compiler.h"
+#include "workloads/transformer_kernels.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace shardsim::workloads {
+
+// Megatron's rank order: tensor-parallel fastest, then data, then pipeline.
+struct ModelParallelLayout {
+  int tensor = 1, data = 1, pipeline = 1;
+
+  int ranks() const { return tensor * data * pipeline; }
+  int rank(int tp, int dp, int pp) const { return tp + tensor * (dp + data * pp); }
+  int tp(int rank) const { return rank % tensor; }
+  int dp(int rank) const { return rank / tensor % data; }
+  int pp(int rank) const { return rank / (tensor * data); }
+};
+
+// The model cut into stages and chunks, per GPU of a tensor-parallel group.
+struct ModelParallelPartition {
+  ShardingFactors factors;               // over the data-parallel group
+  std::int64_t micro_batches = 1;        // per step, per pipeline
+  std::vector<ModuleWork> modules;       // one GPU's part (transformer_kernels.h)
+  // [stage][chunk]: module indices in forward order; chunk c of stage s is
+  // virtual stage c p + s, its layers L / (p v) consecutive ones.
+  std::vector<std::vector<std::vector<std::size_t>>> chunks;
+  std::vector<double> stage_parameters;  // one GPU's parameters, per stage
+  double tied_embedding_parameters = 0;  // the last stage's copy (tied, p > 1)
+  double gradient_bytes_per_value = 4;   // fp32 for bf16 training, as Megatron-LM
+  double boundary_bytes = 0;             // activations crossing a stage boundary
+};
+
+// Throws as compile_model_parallel_step does.
+ModelParallelPartition partition_model(const StepConfig& config);
+
+// Peak memory of one GPU of each stage without simulating: model states as
+// the step holds them, and the activations of the micro-batches the schedule
+// keeps in flight at once (walking pipeline_schedule.h's order), plus one
+// layer rebuilt under full recompute.
+std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config);
+
+// Throws InputError naming the plan file when the layers do not split into
+// pipeline x virtual_stages equal chunks, the micro-batches of an interleaved
+// schedule are not a multiple of the stages, or tensor parallelism does not
+// divide the heads or the MLP width.
+Program compile_model_parallel_step(const StepConfig& config);
+
+}  // namespace shardsim::workloads
