@@ -71,37 +71,13 @@ class StageBuilder {
   }
   OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
                      std::vector<OpIndex> deps, int root = 0) {
-    Op op;
-    op.kind = OpKind::collective;
-    op.stream = stream;
-    op.name = name;
-    op.collective = kind;
-    op.communicator = communicator;
-    op.bytes = bytes;
-    op.root = root;
-    op.deps = std::move(deps);
-    return add(std::move(op));
+    return add(collective_op(name, kind, communicator, bytes, stream, std::move(deps), root));
   }
   void memory(const std::string& name, MemoryCategory category, double bytes, int stream) {
-    Op op;
-    op.kind = OpKind::memory;
-    op.stream = stream;
-    op.name = name;
-    op.memory = category;
-    op.bytes = bytes;
-    add(std::move(op));
+    add(memory_op(name, category, bytes, stream));
   }
   OpIndex kernel(const KernelSpec& spec, const std::string& prefix, std::vector<OpIndex> deps) {
-    Op op;
-    op.kind = OpKind::compute;
-    op.stream = compute_stream;
-    op.name = prefix + spec.name;
-    op.kernel = spec.kernel;
-    op.dtype = spec.dtype;
-    op.flops = spec.flops;
-    op.hbm_bytes = spec.hbm_bytes;
-    op.gemm = spec.gemm;
-    op.deps = std::move(deps);
+    Op op = kernel_op(spec, prefix + spec.name, compute_stream, std::move(deps));
     op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
     blocking_.clear();
     last_compute_ = add(std::move(op));

@@ -142,6 +142,31 @@ void validate_program(const Program& program) {
   }
 }
 
+Op collective_op(std::string name, CollectiveOp kind, int communicator, double bytes, int stream,
+                 std::vector<std::uint32_t> deps, int root) {
+  Op op;
+  op.kind = OpKind::collective;
+  op.stream = stream;
+  op.name = std::move(name);
+  op.collective = kind;
+  op.communicator = communicator;
+  op.bytes = bytes;
+  op.root = root;
+  op.deps = std::move(deps);
+  return op;
+}
+
+Op memory_op(std::string name, MemoryCategory category, double bytes, int stream, std::vector<std::uint32_t> deps) {
+  Op op;
+  op.kind = OpKind::memory;
+  op.stream = stream;
+  op.name = std::move(name);
+  op.memory = category;
+  op.bytes = bytes;
+  op.deps = std::move(deps);
+  return op;
+}
+
 double bytes_sent_per_rank(const Program& program, int rank) {
   double sent = 0;
   for (const Op& op : program.program_of(rank).ops) {

@@ -108,6 +108,11 @@ struct Program {
   std::size_t total_ops() const;
 };
 
+// Ops as the compilers write them.
+Op collective_op(std::string name, CollectiveOp kind, int communicator, double bytes, int stream,
+                 std::vector<std::uint32_t> deps, int root = 0);
+Op memory_op(std::string name, MemoryCategory category, double bytes, int stream, std::vector<std::uint32_t> deps = {});
+
 // Groups ranks 0..ranks-1 by key(rank): ranks with equal keys form a group,
 // groups ordered by their smallest rank. Every group must be the same size
 // (std::logic_error otherwise).

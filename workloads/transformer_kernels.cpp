@@ -273,6 +273,20 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   return modules;
 }
 
+Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps) {
+  Op op;
+  op.kind = OpKind::compute;
+  op.stream = stream;
+  op.name = std::move(name);
+  op.kernel = spec.kernel;
+  op.dtype = spec.dtype;
+  op.flops = spec.flops;
+  op.hbm_bytes = spec.hbm_bytes;
+  op.gemm = spec.gemm;
+  op.deps = std::move(deps);
+  return op;
+}
+
 KernelSpec adam_step(double parameters) {
   constexpr double kAdamBytesPerParameter = 28;
   constexpr double kAdamFlopsPerParameter = 12;

@@ -89,6 +89,9 @@ struct ModuleWork : ModuleParameters {
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel = {});
 
+// The compute op that runs `spec` (not a call) on `stream`.
+Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps);
+
 // The fused Adam step over `parameters` parameters (a GPU's optimizer shard):
 // per parameter it reads the bf16 gradient (2 bytes), reads and writes the
 // fp32 master weight and both moments (3 x 8) and writes the bf16 weight (2),
