@@ -199,8 +199,10 @@ TEST_CASE("under 1F1B stage s holds p - s micro-batches of activations at its pe
 
 TEST_CASE("a Megatron step runs every op once, after its dependencies, sends meeting their receives",
           "[megatron][causality]") {
+  StepConfig recompute = megatron(2, 2, 4, 4, true);
+  recompute.training.recompute = Recompute::full;
   for (const StepConfig& config : {megatron(2, 2, 4, 4), megatron(2, 4, 2, 8, true, 2), megatron(8, 2, 1, 2, true),
-                                   megatron(1, 4, 4, 4), megatron(4, 1, 4, 2)}) {
+                                   megatron(1, 4, 4, 4), megatron(4, 1, 4, 2), recompute}) {
     const ModelParallelism& mp = config.plan.model_parallel;
     INFO("t " << mp.tensor << " p " << mp.pipeline << " v " << mp.virtual_stages << " d " << config.data_parallel);
     const Program program = compile_step(config);
@@ -221,6 +223,15 @@ TEST_CASE("a Megatron step runs every op once, after its dependencies, sends mee
     const double per_send = 2.0 * 512 * 512 / (mp.sequence_parallel ? mp.tensor : 1);
     REQUIRE(sent == Approx(2 * boundaries * micro_batches * per_send * mp.tensor * config.data_parallel));
     REQUIRE(received == Approx(sent));
+    // Whatever a stage allocates in the step it frees (activations, rebuilt layers).
+    for (const RankProgram& stage : program.programs) {
+      double allocated = 0, freed = 0;
+      for (const Op& op : stage.ops) {
+        if (op.kind == OpKind::memory) (op.bytes > 0 ? allocated : freed) += op.bytes;
+      }
+      REQUIRE(allocated > 0);
+      REQUIRE(freed == Approx(-allocated));
+    }
     for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
       sim::StepSimulationOptions options;
       options.network = network;

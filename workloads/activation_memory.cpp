@@ -31,8 +31,7 @@ double ffn_bytes_per_token(const ModelSpec& model, double ffn, double e) {
 
 double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
                                    const ModelParallelism& parallel) {
-  return training.bytes_per_value * static_cast<double>(model.hidden) /
-         (parallel.sequence_parallel ? parallel.tensor : 1);
+  return training.bytes_per_value * static_cast<double>(model.hidden) / parallel.sequence_shards();
 }
 
 double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
@@ -40,7 +39,6 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
   const double e = training.bytes_per_value;
   const double h = static_cast<double>(model.hidden);
   const double t = parallel.tensor;
-  const double whole = parallel.sequence_parallel ? t : 1.0;  // what divides the norm and GEMM inputs
   const AttentionWidths w = attention_widths(model);
   double split = e * (w.query + w.key + w.value) + e * w.output;  // by heads
   if (training.flash_attention) {
@@ -57,15 +55,15 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
   } else {
     mlp += ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e);
   }
-  return 4 * e * h / whole + (split + mlp) / t;
+  // The norm and first-GEMM inputs are whole hidden states.
+  return 4 * e * h / parallel.sequence_shards() + (split + mlp) / t;
 }
 
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
                                        const ModelParallelism& parallel) {
   const double e = training.bytes_per_value;
-  const double t = parallel.tensor;
-  const double whole = parallel.sequence_parallel ? t : 1.0;
-  return 2.0 * e * static_cast<double>(model.hidden) / whole + (e + 4.0) * static_cast<double>(model.vocab) / t;
+  return 2.0 * e * static_cast<double>(model.hidden) / parallel.sequence_shards() +
+         (e + 4.0) * static_cast<double>(model.vocab) / parallel.tensor;
 }
 
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,

@@ -6,6 +6,7 @@
 #include "workloads/transformer_kernels.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -86,6 +87,13 @@ class StageBuilder {
   std::vector<OpIndex> after_last_compute() const {
     return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
   }
+  // What sending or reducing a result waits for: the last kernel and the
+  // tensor-parallel calls that complete it.
+  std::vector<OpIndex> after_results() const {
+    std::vector<OpIndex> after = after_last_compute();
+    after.insert(after.end(), blocking_.begin(), blocking_.end());
+    return after;
+  }
 
   void run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps);
   void forward(const PipelinePass& pass);
@@ -118,6 +126,7 @@ class StageBuilder {
   std::optional<OpIndex> last_compute_;
   std::vector<OpIndex> blocking_;  // tensor-parallel calls the next kernel waits for
   std::vector<std::size_t> bucket_;
+  double bucket_parameters_ = 0;  // of the modules in bucket_
   std::vector<OpIndex> reductions_;               // the optimizer waits for these
   std::vector<std::vector<std::size_t>> deferred_;  // buckets reduced after the backward
   std::vector<std::optional<OpIndex>> gather_of_module_;
@@ -167,10 +176,8 @@ void StageBuilder::forward(const PipelinePass& pass) {
   }
   if (!last_virtual(pass.chunk)) {
     const int to = (stage_ + 1) % p;
-    std::vector<OpIndex> after = after_last_compute();
-    after.insert(after.end(), blocking_.begin(), blocking_.end());
     send(name + "send_activations", comms_.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
-         std::move(after));
+         after_results());
   }
 }
 
@@ -184,7 +191,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
     deps.push_back(send(name + "receive_gradients", comms_.backward[static_cast<std::size_t>(stage_)], from, stage_,
                         gradient_receive_stream, {}));
   }
-  double working = 0;  // a layer rebuilt under full recompute, until its attention's backward
+  double working = 0;  // a layer rebuilt under full recompute, until the layer's backward is done
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
     const ModuleWork& work = partition_.modules[*it];
     const std::string module_prefix = name + work.name + ".";
@@ -195,30 +202,28 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
     run(work.recompute, module_prefix + "recompute.", deps);
     run(work.backward, module_prefix, deps);
     memory(module_prefix + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
-    if (working > 0 && work.name.find(".attention") != std::string::npos) {
+    const bool layer_done = std::next(it) == modules.rend() || partition_.modules[*std::next(it)].layer != work.layer;
+    if (working > 0 && layer_done) {
       memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);
     }
     if (last_of_chunk && comms_.data) {
       bucket_.push_back(*it);
-      double bytes = 0;
-      for (std::size_t m : bucket_) bytes += partition_.modules[m].parameters;
-      if (partition_.gradient_bytes_per_value * bytes >= config_.plan.buckets.reduce_bytes || *it == modules.front()) {
+      bucket_parameters_ += work.parameters;
+      if (partition_.gradient_bytes_per_value * bucket_parameters_ >= config_.plan.buckets.reduce_bytes ||
+          *it == modules.front()) {
         if (config_.plan.overlap.optimizer_all_reduce) {
-          std::vector<OpIndex> after = after_last_compute();
-          after.insert(after.end(), blocking_.begin(), blocking_.end());
-          reduce_bucket(std::move(after));
+          reduce_bucket(after_results());
         } else {
           deferred_.push_back(std::exchange(bucket_, {}));
+          bucket_parameters_ = 0;
         }
       }
     }
   }
   if (!first_virtual(pass.chunk)) {
     const int to = (stage_ + p - 1) % p;
-    std::vector<OpIndex> after = after_last_compute();
-    after.insert(after.end(), blocking_.begin(), blocking_.end());
     send(name + "send_gradients", comms_.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
-         std::move(after));
+         after_results());
   }
 }
 
@@ -228,6 +233,7 @@ void StageBuilder::reduce_bucket(std::vector<OpIndex> deps) {
   const std::vector<std::size_t> modules = std::exchange(bucket_, {});
   double parameters = 0;
   for (std::size_t m : modules) parameters += partition_.modules[m].parameters;
+  bucket_parameters_ = 0;
   const std::string name =
       "grad." + partition_.modules[modules.front()].name + (modules.size() > 1 ? "+" : "");
   const bool distributed = partition_.factors.optimizer > 1;
@@ -283,9 +289,7 @@ void StageBuilder::build() {
   }
   for (std::vector<std::size_t>& modules : deferred_) {
     bucket_ = std::move(modules);
-    std::vector<OpIndex> after = after_last_compute();
-    after.insert(after.end(), blocking_.begin(), blocking_.end());
-    reduce_bucket(std::move(after));
+    reduce_bucket(after_results());
   }
   if (comms_.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
     reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.embedding,
@@ -324,8 +328,8 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   // is forced on for bf16); fp16 gradients stay fp16.
   partition.gradient_bytes_per_value = config.training.fp16 ? config.training.bytes_per_value : 4.0;
   const double tokens = static_cast<double>(config.training.tokens_per_micro_batch());
-  partition.boundary_bytes = config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) /
-                             (mp.sequence_parallel ? mp.tensor : 1);
+  partition.boundary_bytes =
+      config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) / mp.sequence_shards();
   const int layers_per_chunk = model.layers / chunks_total;
   partition.chunks.assign(static_cast<std::size_t>(mp.pipeline),
                           std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(mp.virtual_stages)));

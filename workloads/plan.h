@@ -94,6 +94,8 @@ struct ModelParallelism {
   bool sequence_parallel = false;
 
   int gpus_per_replica() const { return tensor * pipeline; }
+  // How many ways hidden states between blocks are split along the sequence.
+  int sequence_shards() const { return sequence_parallel ? tensor : 1; }
   bool any() const { return tensor > 1 || pipeline > 1; }
 };
 

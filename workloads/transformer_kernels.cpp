@@ -129,7 +129,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   x.gemm_dtype = training.fp8_gemms ? Dtype::fp8 : x.dtype;
   const double T = x.tokens, h = x.hidden;
   const bool tensor_parallel = t > 1, sp = parallel.sequence_parallel;
-  const double local_tokens = sp ? T / t : T;  // what norms and residuals see
+  const double local_tokens = T / parallel.sequence_shards();  // what norms and residuals see
   const bool swiglu = model.mlp == MlpKind::swiglu;
   const double activation_bytes = x.e * T * h;  // one hidden-state tensor of the micro-batch
 

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <stdexcept>
@@ -38,10 +39,11 @@ int run_memory(const MemoryOptions& options) {
   MemoryBreakdown memory;
   if (plan.system == ShardingSystem::megatron) {
     const std::vector<MemoryBreakdown> stages = estimate_stage_memory(inputs.step);
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-      if (stages[s].total() > stages[static_cast<std::size_t>(stage)].total()) stage = static_cast<int>(s);
-    }
-    memory = stages[static_cast<std::size_t>(stage)];
+    const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
+      return a.total() < b.total();
+    });
+    stage = static_cast<int>(fullest - stages.begin());
+    memory = *fullest;
   } else {
     memory = estimate_memory(model, training, plan, factors, gpus);
   }

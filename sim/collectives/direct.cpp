@@ -70,17 +70,18 @@ DirectSchedule all_to_all(const topology::Cluster& cluster, const GroupLayout& g
   return schedule;
 }
 
-DirectSchedule send_recv(const topology::Cluster& cluster, const GroupLayout& group) {
+// Each (sender, receiver) pair moves the whole buffer, through the PXN relay
+// when the receiver's rail NIC on the sender's node serves a group member.
+DirectSchedule whole_buffer_sends(const topology::Cluster& cluster, const GroupLayout& group,
+                                  const std::vector<std::pair<topology::GpuId, topology::GpuId>>& pairs) {
   DirectSchedule schedule;
   std::vector<char> in_group(static_cast<std::size_t>(cluster.gpu_count()), 0);
   for (topology::GpuId gpu : group.ranks) in_group[static_cast<std::size_t>(gpu)] = 1;
-  const int n = group.size();
-  for (int i = 0; i < n && n > 1; ++i) {
-    const topology::GpuId a = group.ranks[static_cast<std::size_t>(i)];
-    const topology::GpuId b = group.ranks[static_cast<std::size_t>((i + 1) % n)];
+  std::map<topology::GpuId, int> remote_of_sender;
+  for (const auto& [a, b] : pairs) {
     Hop hop{a, b};
     if (cluster.node_of(a) != cluster.node_of(b)) {
-      schedule.remote_peers = 1;
+      schedule.remote_peers = std::max(schedule.remote_peers, ++remote_of_sender[a]);
       const RailAlignment rail = rail_alignment(cluster, in_group, cluster.node_of(a), b);
       if (rail.relay_in_group) hop = {a, b, rail.nic, cluster.home_nic(b)};
     }
@@ -89,23 +90,24 @@ DirectSchedule send_recv(const topology::Cluster& cluster, const GroupLayout& gr
   return schedule;
 }
 
-// The root sends the whole buffer to each other member.
+// nccl-tests' sendrecv: each rank to the next, around the group.
+DirectSchedule send_recv(const topology::Cluster& cluster, const GroupLayout& group) {
+  std::vector<std::pair<topology::GpuId, topology::GpuId>> pairs;
+  const int n = group.size();
+  for (int i = 0; i < n && n > 1; ++i) {
+    pairs.emplace_back(group.ranks[static_cast<std::size_t>(i)], group.ranks[static_cast<std::size_t>((i + 1) % n)]);
+  }
+  return whole_buffer_sends(cluster, group, pairs);
+}
+
+// The root to each other member.
 DirectSchedule one_way_send(const topology::Cluster& cluster, const GroupLayout& group, int root) {
-  DirectSchedule schedule;
-  std::vector<char> in_group(static_cast<std::size_t>(cluster.gpu_count()), 0);
-  for (topology::GpuId gpu : group.ranks) in_group[static_cast<std::size_t>(gpu)] = 1;
+  std::vector<std::pair<topology::GpuId, topology::GpuId>> pairs;
   const topology::GpuId a = group.ranks[static_cast<std::size_t>(root)];
   for (topology::GpuId b : group.ranks) {
-    if (b == a) continue;
-    Hop hop{a, b};
-    if (cluster.node_of(a) != cluster.node_of(b)) {
-      ++schedule.remote_peers;
-      const RailAlignment rail = rail_alignment(cluster, in_group, cluster.node_of(a), b);
-      if (rail.relay_in_group) hop = {a, b, rail.nic, cluster.home_nic(b)};
-    }
-    schedule.sends.push_back({hop, 1.0});
+    if (b != a) pairs.emplace_back(a, b);
   }
-  return schedule;
+  return whole_buffer_sends(cluster, group, pairs);
 }
 
 DirectSchedule direct_schedule(const CollectiveContext& context, const CollectiveCall& call) {
