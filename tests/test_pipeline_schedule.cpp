@@ -12,18 +12,31 @@
 #include <stdexcept>
 #include <tuple>
 
+using shardsim::workloads::PassKind;
+using shardsim::workloads::PassSeconds;
 using shardsim::workloads::PipelinePass;
+using shardsim::workloads::unit_schedule;
 using shardsim::workloads::pipeline_schedule;
 
 namespace {
 
-// Plays the stages' orders with forward f and backward b per chunk and free
-// communication, each pass as early as its stage and its inputs allow (the
-// forward of virtual stage k needs k - 1's, the backward needs k + 1's and its
-// own forward). Returns the makespan, or nothing on deadlock.
-std::optional<double> play(const std::vector<std::vector<PipelinePass>>& order, int chunks, double f, double b) {
+// Passes' times: forward, a whole backward (1F1B), and a backward's
+// input-gradient and weight-gradient halves (unit_schedule).
+struct PassTimes {
+  double forward = 1, backward = 2, input_gradient = 1, weight_gradient = 1;
+};
+
+// Plays the stages' orders with these times per chunk and free
+// communication, each pass as early as its stage and its inputs allow: the
+// forward of virtual stage k needs k - 1's; a backward (or its input half)
+// needs its own forward and the input gradient k + 1 produced (by a whole
+// backward or an input half); a weight half needs its own input half.
+// Returns the makespan, or nothing on deadlock.
+std::optional<double> play(const std::vector<std::vector<PipelinePass>>& order, int chunks, const PassTimes& t) {
   const int p = static_cast<int>(order.size());
-  std::map<std::tuple<bool, int, int>, double> end;  // (forward, micro-batch, virtual stage)
+  // (pass kind, micro-batch, virtual stage); a whole backward is recorded
+  // as the input gradient it produces, and also as done weights.
+  std::map<std::tuple<PassKind, int, int>, double> end;
   std::vector<std::size_t> next(order.size(), 0);
   std::vector<double> free_at(order.size(), 0);
   double makespan = 0;
@@ -33,11 +46,22 @@ std::optional<double> play(const std::vector<std::vector<PipelinePass>>& order, 
       while (next[static_cast<std::size_t>(s)] < order[static_cast<std::size_t>(s)].size()) {
         const PipelinePass& pass = order[static_cast<std::size_t>(s)][next[static_cast<std::size_t>(s)]];
         const int k = pass.chunk * p + s;
-        std::vector<std::tuple<bool, int, int>> needs;
-        if (pass.forward && k > 0) needs.emplace_back(true, pass.micro_batch, k - 1);
-        if (!pass.forward) {
-          needs.emplace_back(true, pass.micro_batch, k);
-          if (k < p * chunks - 1) needs.emplace_back(false, pass.micro_batch, k + 1);
+        std::vector<std::tuple<PassKind, int, int>> needs;
+        double seconds = t.forward;
+        switch (pass.kind) {
+          case PassKind::forward:
+            if (k > 0) needs.emplace_back(PassKind::forward, pass.micro_batch, k - 1);
+            break;
+          case PassKind::backward:
+          case PassKind::input_gradient:
+            needs.emplace_back(PassKind::forward, pass.micro_batch, k);
+            if (k < p * chunks - 1) needs.emplace_back(PassKind::input_gradient, pass.micro_batch, k + 1);
+            seconds = pass.kind == PassKind::backward ? t.backward : t.input_gradient;
+            break;
+          case PassKind::weight_gradient:
+            needs.emplace_back(PassKind::input_gradient, pass.micro_batch, k);
+            seconds = t.weight_gradient;
+            break;
         }
         double ready = free_at[static_cast<std::size_t>(s)];
         bool blocked = false;
@@ -50,8 +74,9 @@ std::optional<double> play(const std::vector<std::vector<PipelinePass>>& order, 
           ready = std::max(ready, it->second);
         }
         if (blocked) break;
-        const double done = ready + (pass.forward ? f : b);
-        end[{pass.forward, pass.micro_batch, k}] = done;
+        const double done = ready + seconds;
+        const PassKind recorded = pass.kind == PassKind::backward ? PassKind::input_gradient : pass.kind;
+        end[{recorded, pass.micro_batch, k}] = done;
         free_at[static_cast<std::size_t>(s)] = done;
         makespan = std::max(makespan, done);
         ++next[static_cast<std::size_t>(s)];
@@ -65,6 +90,13 @@ std::optional<double> play(const std::vector<std::vector<PipelinePass>>& order, 
   return makespan;
 }
 
+PassTimes one_f_one_b(double f, double b) {
+  PassTimes t;
+  t.forward = f;
+  t.backward = b;
+  return t;
+}
+
 }  // namespace
 
 TEST_CASE("every stage runs each micro-batch's forward and backward of each chunk once, forward first",
@@ -76,14 +108,15 @@ TEST_CASE("every stage runs each micro-batch's forward and backward of each chun
     REQUIRE(order.size() == static_cast<std::size_t>(p));
     for (const auto& passes : order) {
       REQUIRE(passes.size() == static_cast<std::size_t>(2 * m * v));
-      std::map<std::tuple<bool, int, int>, int> seen;
+      std::map<std::tuple<PassKind, int, int>, int> seen;
       for (const PipelinePass& pass : passes) {
-        REQUIRE(++seen[{pass.forward, pass.micro_batch, pass.chunk}] == 1);
-        if (!pass.forward) REQUIRE(seen.count({true, pass.micro_batch, pass.chunk}) == 1);
+        REQUIRE((pass.kind == PassKind::forward || pass.kind == PassKind::backward));
+        REQUIRE(++seen[{pass.kind, pass.micro_batch, pass.chunk}] == 1);
+        if (!pass.forward()) REQUIRE(seen.count({PassKind::forward, pass.micro_batch, pass.chunk}) == 1);
       }
       REQUIRE(seen.size() == static_cast<std::size_t>(2 * m * v));
     }
-    REQUIRE(play(order, v, 1.0, 2.0).has_value());
+    REQUIRE(play(order, v, one_f_one_b(1.0, 2.0)).has_value());
   }
 }
 
@@ -94,11 +127,11 @@ TEST_CASE("1F1B takes (m + p - 1)(t_f + t_b) and keeps at most p - s micro-batch
     const double f = 1.0, b = 2.0;
     // With fewer micro-batches than stages, the last micro-batch still
     // crosses every stage both ways.
-    REQUIRE(*play(order, 1, f, b) == Approx((m + p - 1) * (f + b)));
+    REQUIRE(*play(order, 1, one_f_one_b(f, b)) == Approx((m + p - 1) * (f + b)));
     for (int s = 0; s < p; ++s) {
       int live = 0, peak = 0;
       for (const PipelinePass& pass : order[static_cast<std::size_t>(s)]) {
-        live += pass.forward ? 1 : -1;
+        live += pass.forward() ? 1 : -1;
         peak = std::max(peak, live);
       }
       REQUIRE(peak == std::min(p - s, m));
@@ -111,9 +144,9 @@ TEST_CASE("interleaving v chunks cuts the bubble to (p - 1)(t_f + t_b) / v", "[p
     INFO("p " << p << " v " << v << " m " << m);
     const double f = 1.0 / v, b = 2.0 / v;  // a chunk holds 1/v of the stage's layers
     const double ideal = m * v * (f + b);
-    REQUIRE(*play(pipeline_schedule(p, v, m), v, f, b) == Approx(ideal + (p - 1) * (f + b)));
+    REQUIRE(*play(pipeline_schedule(p, v, m), v, one_f_one_b(f, b)) == Approx(ideal + (p - 1) * (f + b)));
     // The same layers without interleaving: v times the bubble.
-    REQUIRE(*play(pipeline_schedule(p, 1, m), 1, v * f, v * b) == Approx(ideal + (p - 1) * v * (f + b)));
+    REQUIRE(*play(pipeline_schedule(p, 1, m), 1, one_f_one_b(v * f, v * b)) == Approx(ideal + (p - 1) * v * (f + b)));
   }
 }
 
@@ -121,4 +154,68 @@ TEST_CASE("schedules refuse what they cannot order", "[pipeline][schedule]") {
   REQUIRE_THROWS_AS(pipeline_schedule(0, 1, 4), std::invalid_argument);
   REQUIRE_THROWS_AS(pipeline_schedule(4, 1, 0), std::invalid_argument);
   REQUIRE_THROWS_WITH(pipeline_schedule(4, 2, 6), Catch::Contains("multiple of the stages"));
+}
+
+TEST_CASE("a unit schedule runs every forward, input gradient and weight gradient once, in dependency order",
+          "[pipeline][schedule][zero_pipeline]") {
+  for (const auto& [p, v, m, u] : {std::tuple{4, 2, 8, 4}, std::tuple{4, 1, 8, 2}, std::tuple{8, 2, 32, 8},
+                                   std::tuple{3, 3, 6, 6}, std::tuple{1, 2, 4, 2}, std::tuple{4, 2, 8, 1}}) {
+    INFO("p " << p << " v " << v << " m " << m << " unit " << u);
+    // Ordered with unequal pass times, played with others: a valid order
+    // never deadlocks whatever the times turn out to be.
+    std::vector<std::vector<PassSeconds>> seconds(static_cast<std::size_t>(p),
+                                                  std::vector<PassSeconds>(static_cast<std::size_t>(v), {1.0, 1.3, 0.8}));
+    seconds.back().back().forward = 2.5;  // a last chunk with the LM head
+    const auto order = unit_schedule(p, v, m, u, seconds);
+    REQUIRE(order.size() == static_cast<std::size_t>(p));
+    for (const auto& passes : order) {
+      REQUIRE(passes.size() == static_cast<std::size_t>(3 * m * v));
+      std::map<std::tuple<PassKind, int, int>, int> seen;
+      int in_flight = 0;  // forwards whose weight gradient has not run: their activations are held
+      for (const PipelinePass& pass : passes) {
+        REQUIRE(pass.kind != PassKind::backward);
+        REQUIRE(++seen[{pass.kind, pass.micro_batch, pass.chunk}] == 1);
+        if (pass.kind == PassKind::input_gradient) REQUIRE(seen.count({PassKind::forward, pass.micro_batch, pass.chunk}));
+        if (pass.kind == PassKind::weight_gradient) {
+          REQUIRE(seen.count({PassKind::input_gradient, pass.micro_batch, pass.chunk}));
+        }
+        in_flight += pass.forward() ? 1 : pass.kind == PassKind::weight_gradient ? -1 : 0;
+        REQUIRE(in_flight <= u * v);  // one unit's activations at most
+      }
+      REQUIRE(seen.size() == static_cast<std::size_t>(3 * m * v));
+    }
+    for (const PassTimes& t : {PassTimes{1, 0, 1, 1}, PassTimes{1, 0, 2, 0.5}, PassTimes{3, 0, 1, 1}}) {
+      REQUIRE(play(order, v, t).has_value());
+    }
+  }
+}
+
+TEST_CASE("with a unit of 2p chunk passes the pipeline idles only while it fills", "[pipeline][schedule][zero_pipeline]") {
+  // Equal passes: the last stage cannot start before p - 1 forwards have
+  // crossed the stages before it, so (p - 1) t_f + m v (t_f + t_b + t_w) is
+  // a lower bound on the step. A unit whose chunk passes cover a round trip
+  // through the stages (u v >= 2 p) reaches it.
+  for (const auto& [p, v, m, u] : {std::tuple{4, 2, 8, 4}, std::tuple{4, 2, 16, 8}, std::tuple{8, 2, 32, 8},
+                                   std::tuple{8, 1, 32, 16}, std::tuple{4, 1, 16, 8}, std::tuple{4, 4, 16, 4},
+                                   std::tuple{3, 2, 9, 3}}) {
+    INFO("p " << p << " v " << v << " m " << m << " unit " << u);
+    const PassTimes equal{1, 0, 1, 1};
+    REQUIRE(*play(unit_schedule(p, v, m, u), v, equal) == Approx((p - 1) + 3.0 * m * v));
+  }
+  // Smaller units hold fewer activations and leave bubbles: never fewer as
+  // the unit shrinks.
+  const PassTimes equal{1, 0, 1, 1};
+  double previous = 0;
+  for (int u : {8, 4, 2, 1}) {
+    const double span = *play(unit_schedule(4, 2, 8, u), 2, equal);
+    REQUIRE(span >= previous);
+    previous = span;
+  }
+  REQUIRE(previous > 3.0 * 8 * 2 + 3);
+}
+
+TEST_CASE("unit schedules refuse what they cannot order", "[pipeline][schedule][zero_pipeline]") {
+  REQUIRE_THROWS_AS(unit_schedule(4, 2, 8, 0), std::invalid_argument);
+  REQUIRE_THROWS_WITH(unit_schedule(4, 2, 10, 4), Catch::Contains("multiple of the scheduling unit"));
+  REQUIRE_THROWS_WITH(unit_schedule(4, 2, 8, 4, {{PassSeconds{}}}), Catch::Contains("per stage and chunk"));
 }

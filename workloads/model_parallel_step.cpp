@@ -281,7 +281,7 @@ void StageBuilder::build() {
   // A chunk's last backward is its last micro-batch's.
   const int last_micro_batch = static_cast<int>(partition_.micro_batches - 1);
   for (const PipelinePass& pass : passes_) {
-    if (pass.forward) {
+    if (pass.forward()) {
       forward(pass);
     } else {
       backward(pass, pass.micro_batch == last_micro_batch);
@@ -366,7 +366,7 @@ std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
     }
     double live = 0, peak = 0;
     for (const PipelinePass& pass : schedule[static_cast<std::size_t>(stage)]) {
-      live += (pass.forward ? 1 : -1) * chunk_bytes[static_cast<std::size_t>(pass.chunk)];
+      live += (pass.forward() ? 1 : -1) * chunk_bytes[static_cast<std::size_t>(pass.chunk)];
       peak = std::max(peak, live);
     }
     const double psi = partition.stage_parameters[static_cast<std::size_t>(stage)];

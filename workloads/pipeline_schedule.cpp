@@ -1,6 +1,8 @@
 #include "workloads/pipeline_schedule.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -15,7 +17,7 @@ PipelinePass nth_pass(int k, bool forward, int stages, int chunks) {
   const int in_group = k % (stages * chunks);
   int chunk = in_group / stages;
   if (!forward) chunk = chunks - 1 - chunk;
-  return {forward, k / (stages * chunks) * stages + k % stages, chunk};
+  return {forward ? PassKind::forward : PassKind::backward, k / (stages * chunks) * stages + k % stages, chunk};
 }
 
 }  // namespace
@@ -46,6 +48,117 @@ std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks,
       passes.push_back(nth_pass(backwards++, false, stages, chunks));
     }
     while (backwards < total) passes.push_back(nth_pass(backwards++, false, stages, chunks));
+  }
+  return order;
+}
+
+std::vector<std::vector<PipelinePass>> unit_schedule(int stages, int chunks, int micro_batches, int unit,
+                                                     const std::vector<std::vector<PassSeconds>>& seconds) {
+  if (stages < 1 || chunks < 1 || micro_batches < 1 || unit < 1) {
+    throw std::invalid_argument("unit_schedule: stages, chunks, micro-batches and the unit must be positive");
+  }
+  if (micro_batches % unit != 0) {
+    throw std::invalid_argument("unit_schedule: the micro-batches (" + std::to_string(micro_batches) +
+                                ") must be a multiple of the scheduling unit (" + std::to_string(unit) + ")");
+  }
+  const bool shaped = seconds.size() == static_cast<std::size_t>(stages) &&
+                      std::all_of(seconds.begin(), seconds.end(), [chunks](const std::vector<PassSeconds>& row) {
+                        return row.size() == static_cast<std::size_t>(chunks);
+                      });
+  if (!seconds.empty() && !shaped) {
+    throw std::invalid_argument("unit_schedule: pass times must be given per stage and chunk");
+  }
+  const auto cost = [&](int stage, const PipelinePass& pass) {
+    if (seconds.empty()) return 1.0;
+    const PassSeconds& t = seconds[static_cast<std::size_t>(stage)][static_cast<std::size_t>(pass.chunk)];
+    return pass.kind == PassKind::forward ? t.forward
+           : pass.kind == PassKind::input_gradient ? t.input_gradient
+                                                   : t.weight_gradient;
+  };
+
+  constexpr double kUnknown = std::numeric_limits<double>::infinity();
+  const int last_virtual = stages * chunks - 1;
+  const auto slot = [micro_batches](int virtual_stage, int micro_batch) {
+    return static_cast<std::size_t>(virtual_stage) * static_cast<std::size_t>(micro_batches) +
+           static_cast<std::size_t>(micro_batch);
+  };
+  // When each (virtual stage, micro-batch)'s F and B end, once scheduled.
+  std::vector<double> forward_end(slot(last_virtual + 1, 0), kUnknown);
+  std::vector<double> input_gradient_end(forward_end.size(), kUnknown);
+
+  struct Stage {
+    std::vector<PipelinePass> forwards, backwards;  // in the order they must run
+    std::size_t next_forward = 0, next_backward = 0, next_weight = 0;
+    double free_at = 0;
+  };
+  std::vector<Stage> state(static_cast<std::size_t>(stages));
+  for (Stage& stage : state) {
+    for (int first = 0; first < micro_batches; first += unit) {
+      for (int c = 0; c < chunks; ++c) {
+        for (int j = 0; j < unit; ++j) stage.forwards.push_back({PassKind::forward, first + j, c});
+      }
+      for (int c = chunks - 1; c >= 0; --c) {
+        for (int j = 0; j < unit; ++j) stage.backwards.push_back({PassKind::input_gradient, first + j, c});
+      }
+    }
+  }
+  const std::size_t activations_bound = static_cast<std::size_t>(unit) * static_cast<std::size_t>(chunks);
+
+  std::vector<std::vector<PipelinePass>> order(static_cast<std::size_t>(stages));
+  const std::size_t total = 3 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(chunks);
+  for (std::size_t scheduled = 0; scheduled < total * static_cast<std::size_t>(stages); ++scheduled) {
+    // The stage that can start a pass earliest (the lowest on a tie) runs
+    // the pass of highest priority ready then. Every pass still to be
+    // scheduled ends after that start, so nothing it could unblock would
+    // have been ready sooner: the choice is the one a running pipeline makes.
+    int chosen = -1;
+    double chosen_start = kUnknown;
+    PipelinePass chosen_pass;
+    for (int s = 0; s < stages; ++s) {
+      const Stage& stage = state[static_cast<std::size_t>(s)];
+      double ready[3] = {kUnknown, kUnknown, kUnknown};  // B, F, W: priority order
+      PipelinePass pass[3];
+      if (stage.next_backward < stage.backwards.size()) {
+        pass[0] = stage.backwards[stage.next_backward];
+        const int k = pass[0].chunk * stages + s;
+        const double input = k == last_virtual ? forward_end[slot(k, pass[0].micro_batch)]
+                                               : input_gradient_end[slot(k + 1, pass[0].micro_batch)];
+        ready[0] = std::max(stage.free_at, input);
+      }
+      if (stage.next_forward < stage.forwards.size() && stage.next_forward - stage.next_weight < activations_bound) {
+        pass[1] = stage.forwards[stage.next_forward];
+        const int k = pass[1].chunk * stages + s;
+        ready[1] = std::max(stage.free_at, k == 0 ? 0.0 : forward_end[slot(k - 1, pass[1].micro_batch)]);
+      }
+      if (stage.next_weight < stage.next_backward) {
+        pass[2] = stage.backwards[stage.next_weight];
+        pass[2].kind = PassKind::weight_gradient;
+        ready[2] = stage.free_at;
+      }
+      const double start = *std::min_element(ready, ready + 3);
+      if (start < chosen_start) {
+        chosen = s;
+        chosen_start = start;
+        chosen_pass = pass[std::find(ready, ready + 3, start) - ready];
+      }
+    }
+    if (chosen < 0) throw std::logic_error("unit_schedule: no stage can run a pass");
+    Stage& stage = state[static_cast<std::size_t>(chosen)];
+    const double end = chosen_start + cost(chosen, chosen_pass);
+    const int k = chosen_pass.chunk * stages + chosen;
+    switch (chosen_pass.kind) {
+      case PassKind::forward:
+        forward_end[slot(k, chosen_pass.micro_batch)] = end;
+        ++stage.next_forward;
+        break;
+      case PassKind::input_gradient:
+        input_gradient_end[slot(k, chosen_pass.micro_batch)] = end;
+        ++stage.next_backward;
+        break;
+      default: ++stage.next_weight; break;
+    }
+    stage.free_at = end;
+    order[static_cast<std::size_t>(chosen)].push_back(chosen_pass);
   }
   return order;
 }

@@ -15,20 +15,56 @@
 // same ones, ..., then the next group; backwards run the chunks in reverse.
 // Stage s warms up with (p - s - 1) 2 + (v - 1) p forwards (all of them when
 // m = p), so the bubble shrinks to (p - 1)/(v m). m must be a multiple of p.
+//
+// unit_schedule is ZeroPP's (Tang et al. 2024, "ZeroPP: Unleashing
+// Exceptional Parallelism Efficiency through Tensor-Parallelism-Free
+// Methodology"; TECHNIQUES.md section 4): v chunks per stage in the same
+// looping placement, the micro-batches taken in scheduling units of u, and
+// the backward split into its input-gradient (B) and weight-gradient (W)
+// halves, as zero-bubble pipelines split it (Qi et al. 2024). Inside a unit
+// every stage runs a chunk's u forwards back to back (breadth-first), so a
+// sharded chunk's parameters are gathered once for the unit's forwards and
+// once for its backwards, and its gradients reduced once per unit. The order
+// comes from list-scheduling the dependency graph with estimated pass times:
+// whenever a stage is free it runs, of the passes ready, its next B (B is on
+// the critical path between stages), else its next F, else its next W (W
+// fills the bubbles). Forwards go in (unit, chunk, micro-batch) order and
+// backwards in (unit, chunk descending, micro-batch) order; a stage holds the
+// activations of at most one unit (u v chunk passes between an F and its W),
+// the bound ZeroPP's units give. On the last chunk of the last stage F and B
+// alternate, and W fills what is left: the paper's three phases (forward
+// breadth-first, interleaved forward-backward on the last chunk, backward
+// breadth-first) come out of these rules rather than being written out.
+// With equal passes and u v >= 2 p the step takes (p - 1) t_F +
+// m v (t_F + t_B + t_W): only the fill of the pipeline idles. Smaller units
+// hold fewer activations and leave bubbles.
 #pragma once
 
 #include <vector>
 
 namespace shardsim::workloads {
 
+// What a pass computes: the whole backward (1F1B schedules), or one of its
+// halves (unit_schedule).
+enum class PassKind { forward, backward, input_gradient, weight_gradient };
+
 struct PipelinePass {
-  bool forward = true;
+  PassKind kind = PassKind::forward;
   int micro_batch = 0;
   int chunk = 0;  // model chunk of the stage (0 without interleaving)
 
+  bool forward() const { return kind == PassKind::forward; }
   bool operator==(const PipelinePass& other) const {
-    return forward == other.forward && micro_batch == other.micro_batch && chunk == other.chunk;
+    return kind == other.kind && micro_batch == other.micro_batch && chunk == other.chunk;
   }
+};
+
+// Estimated seconds of one chunk's passes, for ordering them; only ratios
+// matter.
+struct PassSeconds {
+  double forward = 1;
+  double input_gradient = 1;
+  double weight_gradient = 1;
 };
 
 // The passes of each stage in the order it runs them: [stage][k], every
@@ -36,5 +72,12 @@ struct PipelinePass {
 // for a non-positive count, or for chunks > 1 with micro-batches not a
 // multiple of the stages.
 std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches);
+
+// ZeroPP's order: every (micro-batch, chunk) once as forward, input_gradient
+// and weight_gradient. `seconds` is [stage][chunk], or empty for equal
+// passes. std::invalid_argument for a non-positive count, micro-batches not a
+// multiple of the unit, or `seconds` of the wrong shape.
+std::vector<std::vector<PipelinePass>> unit_schedule(int stages, int chunks, int micro_batches, int unit,
+                                                     const std::vector<std::vector<PassSeconds>>& seconds = {});
 
 }  // namespace shardsim::workloads
