@@ -214,6 +214,31 @@ TEST_CASE("with a unit of 2p chunk passes the pipeline idles only while it fills
   REQUIRE(previous > 3.0 * 8 * 2 + 3);
 }
 
+TEST_CASE("a bound on pending weight-gradient passes holds", "[pipeline][schedule][zero_pipeline]") {
+  for (int bound : {1, 2}) {
+    const auto order = unit_schedule(4, 2, 8, 4, {}, bound);
+    for (const auto& passes : order) {
+      int pending = 0, most = 0;
+      for (const PipelinePass& pass : passes) {
+        pending += pass.kind == PassKind::input_gradient ? 1 : pass.kind == PassKind::weight_gradient ? -1 : 0;
+        most = std::max(most, pending);
+      }
+      REQUIRE(most <= bound);
+    }
+    REQUIRE(play(order, 2, PassTimes{}).has_value());
+  }
+  // Unbounded, weight gradients wait behind input gradients.
+  int most = 0;
+  for (const auto& passes : unit_schedule(4, 2, 8, 4)) {
+    int pending = 0;
+    for (const PipelinePass& pass : passes) {
+      pending += pass.kind == PassKind::input_gradient ? 1 : pass.kind == PassKind::weight_gradient ? -1 : 0;
+      most = std::max(most, pending);
+    }
+  }
+  REQUIRE(most > 2);
+}
+
 TEST_CASE("unit schedules refuse what they cannot order", "[pipeline][schedule][zero_pipeline]") {
   REQUIRE_THROWS_AS(unit_schedule(4, 2, 8, 0), std::invalid_argument);
   REQUIRE_THROWS_WITH(unit_schedule(4, 2, 10, 4), Catch::Contains("multiple of the scheduling unit"));

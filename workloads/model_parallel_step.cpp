@@ -27,24 +27,6 @@ enum Stream : int {
 
 using OpIndex = std::uint32_t;
 
-// A pair of stages' ranks for every (tp, dp); the other ranks are in none.
-Communicator stage_pairs(std::string name, const ModelParallelLayout& layout, int a, int b) {
-  Communicator communicator;
-  communicator.name = std::move(name);
-  communicator.group_of_rank.assign(static_cast<std::size_t>(layout.ranks()), -1);
-  for (int dp = 0; dp < layout.data; ++dp) {
-    for (int tp = 0; tp < layout.tensor; ++tp) {
-      std::vector<int> group{layout.rank(tp, dp, a), layout.rank(tp, dp, b)};
-      std::sort(group.begin(), group.end());
-      for (int rank : group) {
-        communicator.group_of_rank[static_cast<std::size_t>(rank)] = static_cast<int>(communicator.groups.size());
-      }
-      communicator.groups.push_back(std::move(group));
-    }
-  }
-  return communicator;
-}
-
 struct Communicators {
   std::optional<int> tensor, data, embedding;
   std::vector<int> forward, backward;  // per boundary s: stage s and stage (s + 1) mod p
@@ -305,6 +287,23 @@ void StageBuilder::build() {
 
 }  // namespace
 
+Communicator pipeline_stage_pairs(std::string name, const ModelParallelLayout& layout, int a, int b) {
+  Communicator communicator;
+  communicator.name = std::move(name);
+  communicator.group_of_rank.assign(static_cast<std::size_t>(layout.ranks()), -1);
+  for (int dp = 0; dp < layout.data; ++dp) {
+    for (int tp = 0; tp < layout.tensor; ++tp) {
+      std::vector<int> group{layout.rank(tp, dp, a), layout.rank(tp, dp, b)};
+      std::sort(group.begin(), group.end());
+      for (int rank : group) {
+        communicator.group_of_rank[static_cast<std::size_t>(rank)] = static_cast<int>(communicator.groups.size());
+      }
+      communicator.groups.push_back(std::move(group));
+    }
+  }
+  return communicator;
+}
+
 ModelParallelPartition partition_model(const StepConfig& config) {
   const ModelParallelism& mp = config.plan.model_parallel;
   const ModelSpec& model = config.model;
@@ -317,7 +316,13 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   ModelParallelPartition partition;
   partition.factors = resolve_factors(config.plan, config.data_parallel, config.gpus_per_node / mp.tensor, config.plan_file);
   partition.micro_batches = gradient_accumulation_steps(config.training, config.data_parallel, config.training_file);
-  if (mp.virtual_stages > 1 && partition.micro_batches % mp.pipeline != 0) {
+  if (config.plan.system == ShardingSystem::zero_pipeline && partition.micro_batches % mp.scheduling_unit != 0) {
+    throw_input_error(config.plan_file, "model_parallel.scheduling_unit",
+                      "must divide the micro-batches per step (" + std::to_string(partition.micro_batches) +
+                          "), got " + std::to_string(mp.scheduling_unit));
+  }
+  if (config.plan.system == ShardingSystem::megatron && mp.virtual_stages > 1 &&
+      partition.micro_batches % mp.pipeline != 0) {
     throw_input_error(config.training_file, "global_batch",
                       "the interleaved schedule needs the micro-batches per step (" +
                           std::to_string(partition.micro_batches) + ") to be a multiple of the " +
@@ -325,8 +330,10 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   }
   partition.modules = transformer_modules(model, config.training, mp);
   // Megatron-LM keeps bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32
-  // is forced on for bf16); fp16 gradients stay fp16.
-  partition.gradient_bytes_per_value = config.training.fp16 ? config.training.bytes_per_value : 4.0;
+  // is forced on for bf16); fp16 gradients stay fp16. ZeRO keeps them in the
+  // training dtype.
+  const bool fp32_gradients = config.plan.system == ShardingSystem::megatron && !config.training.fp16;
+  partition.gradient_bytes_per_value = fp32_gradients ? 4.0 : config.training.bytes_per_value;
   const double tokens = static_cast<double>(config.training.tokens_per_micro_batch());
   partition.boundary_bytes =
       config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) / mp.sequence_shards();
@@ -401,12 +408,12 @@ Program compile_model_parallel_step(const StepConfig& config) {
   }
   const int boundaries = mp.virtual_stages > 1 ? mp.pipeline : mp.pipeline - 1;
   for (int s = 0; s < boundaries; ++s) {
-    comms.forward.push_back(add(stage_pairs("pipeline_forward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
+    comms.forward.push_back(add(pipeline_stage_pairs("pipeline_forward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
   }
   for (int s = 0; s < boundaries; ++s) {
-    comms.backward.push_back(add(stage_pairs("pipeline_backward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
+    comms.backward.push_back(add(pipeline_stage_pairs("pipeline_backward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
   }
-  if (partition.tied_embedding_parameters > 0) comms.embedding = add(stage_pairs("embedding", layout, 0, mp.pipeline - 1));
+  if (partition.tied_embedding_parameters > 0) comms.embedding = add(pipeline_stage_pairs("embedding", layout, 0, mp.pipeline - 1));
 
   const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches));
   program.programs.resize(static_cast<std::size_t>(mp.pipeline));

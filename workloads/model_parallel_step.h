@@ -44,6 +44,7 @@
 #include "workloads/transformer_kernels.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace shardsim::workloads {
@@ -59,6 +60,10 @@ struct ModelParallelLayout {
   int pp(int rank) const { return rank / (tensor * data); }
 };
 
+// The communicator of one pipeline boundary: for every (tp, dp), the ranks of
+// stages a and b; the other ranks are in no group.
+Communicator pipeline_stage_pairs(std::string name, const ModelParallelLayout& layout, int a, int b);
+
 // The model cut into stages and chunks, per GPU of a tensor-parallel group.
 struct ModelParallelPartition {
   ShardingFactors factors;               // over the data-parallel group
@@ -69,11 +74,12 @@ struct ModelParallelPartition {
   std::vector<std::vector<std::vector<std::size_t>>> chunks;
   std::vector<double> stage_parameters;  // one GPU's parameters, per stage
   double tied_embedding_parameters = 0;  // the last stage's copy (tied, p > 1)
-  double gradient_bytes_per_value = 4;   // fp32 for bf16 training, as Megatron-LM
+  double gradient_bytes_per_value = 4;   // fp32 for bf16 training under Megatron-LM
   double boundary_bytes = 0;             // activations crossing a stage boundary
 };
 
-// Throws as compile_model_parallel_step does.
+// Throws as compile_model_parallel_step does, and for a zero_pipeline
+// scheduling unit that does not divide the micro-batches.
 ModelParallelPartition partition_model(const StepConfig& config);
 
 // Peak memory of one GPU of each stage without simulating: model states as

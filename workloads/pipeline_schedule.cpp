@@ -53,8 +53,9 @@ std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks,
 }
 
 std::vector<std::vector<PipelinePass>> unit_schedule(int stages, int chunks, int micro_batches, int unit,
-                                                     const std::vector<std::vector<PassSeconds>>& seconds) {
-  if (stages < 1 || chunks < 1 || micro_batches < 1 || unit < 1) {
+                                                     const std::vector<std::vector<PassSeconds>>& seconds,
+                                                     int max_pending_weight_passes) {
+  if (stages < 1 || chunks < 1 || micro_batches < 1 || unit < 1 || max_pending_weight_passes < 0) {
     throw std::invalid_argument("unit_schedule: stages, chunks, micro-batches and the unit must be positive");
   }
   if (micro_batches % unit != 0) {
@@ -103,6 +104,8 @@ std::vector<std::vector<PipelinePass>> unit_schedule(int stages, int chunks, int
     }
   }
   const std::size_t activations_bound = static_cast<std::size_t>(unit) * static_cast<std::size_t>(chunks);
+  const std::size_t pending_weight_bound =
+      max_pending_weight_passes > 0 ? static_cast<std::size_t>(max_pending_weight_passes) : activations_bound;
 
   std::vector<std::vector<PipelinePass>> order(static_cast<std::size_t>(stages));
   const std::size_t total = 3 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(chunks);
@@ -118,7 +121,7 @@ std::vector<std::vector<PipelinePass>> unit_schedule(int stages, int chunks, int
       const Stage& stage = state[static_cast<std::size_t>(s)];
       double ready[3] = {kUnknown, kUnknown, kUnknown};  // B, F, W: priority order
       PipelinePass pass[3];
-      if (stage.next_backward < stage.backwards.size()) {
+      if (stage.next_backward < stage.backwards.size() && stage.next_backward - stage.next_weight < pending_weight_bound) {
         pass[0] = stage.backwards[stage.next_backward];
         const int k = pass[0].chunk * stages + s;
         const double input = k == last_virtual ? forward_end[slot(k, pass[0].micro_batch)]

@@ -35,6 +35,10 @@
 // alternate, and W fills what is left: the paper's three phases (forward
 // breadth-first, interleaved forward-backward on the last chunk, backward
 // breadth-first) come out of these rules rather than being written out.
+// max_pending_weight_passes > 0 also bounds the input-gradient passes
+// whose W has not run: under full recompute a B rebuilds its chunk's layers
+// and they stay until its W, so the compiler passes 1 (each W runs before
+// the next B).
 // With equal passes and u v >= 2 p the step takes (p - 1) t_F +
 // m v (t_F + t_B + t_W): only the fill of the pipeline idles. Smaller units
 // hold fewer activations and leave bubbles.
@@ -78,6 +82,7 @@ std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks,
 // passes. std::invalid_argument for a non-positive count, micro-batches not a
 // multiple of the unit, or `seconds` of the wrong shape.
 std::vector<std::vector<PipelinePass>> unit_schedule(int stages, int chunks, int micro_batches, int unit,
-                                                     const std::vector<std::vector<PassSeconds>>& seconds = {});
+                                                     const std::vector<std::vector<PassSeconds>>& seconds = {},
+                                                     int max_pending_weight_passes = 0);
 
 }  // namespace shardsim::workloads

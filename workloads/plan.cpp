@@ -25,6 +25,7 @@ ShardingSystem parse_system(const std::string& name) {
   if (name == "zeropp") return ShardingSystem::zeropp;
   if (name == "amsp") return ShardingSystem::amsp;
   if (name == "megatron") return ShardingSystem::megatron;
+  if (name == "zero_pipeline") return ShardingSystem::zero_pipeline;
   return ShardingSystem::zero;
 }
 
@@ -38,6 +39,7 @@ std::string to_string(ShardingSystem system) {
     case ShardingSystem::zeropp: return "zeropp";
     case ShardingSystem::amsp: return "amsp";
     case ShardingSystem::megatron: return "megatron";
+    case ShardingSystem::zero_pipeline: return "zero_pipeline";
   }
   return "?";
 }
@@ -46,7 +48,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   JsonObjectReader reader(document, file);
   Plan plan;
   plan.name = reader.string("name");
-  plan.system = parse_system(reader.choice("system", {"zero", "fsdp", "mics", "zeropp", "amsp", "megatron"}));
+  plan.system = parse_system(reader.choice("system", {"zero", "fsdp", "mics", "zeropp", "amsp", "megatron", "zero_pipeline"}));
   auto factors = reader.object("factors");
   plan.factors.parameters = factor(factors, "parameters");
   plan.factors.gradients = factor(factors, "gradients");
@@ -81,10 +83,19 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     reader.fail("factors", "Megatron-LM shards no parameters or gradients: (1, 1, 1), or (1, 1, \"all\") for its "
                            "distributed optimizer");
   }
+  const bool zero_pipeline = plan.system == ShardingSystem::zero_pipeline;
+  if (zero_pipeline && plan.factors.gradients != plan.factors.parameters) {
+    reader.fail("factors", "ZeroPP reduce-scatters each unit's gradients over the group that gathers the parameters: "
+                           "the gradients factor must equal the parameters factor");
+  }
+  if (zero_pipeline && !reader.has("model_parallel")) {
+    reader.fail("model_parallel", "system \"zero_pipeline\" needs the pipeline: {\"pipeline\": p, \"scheduling_unit\": u}");
+  }
   if (reader.has("model_parallel")) {
-    if (plan.system != ShardingSystem::megatron) {
-      reader.fail("model_parallel", "tensor and pipeline parallelism are modelled as Megatron-LM runs them: use system "
-                                    "\"megatron\" (ZeRO-2/3 combined with them is not modelled yet)");
+    if (plan.system != ShardingSystem::megatron && !zero_pipeline) {
+      reader.fail("model_parallel", "tensor and pipeline parallelism are modelled as Megatron-LM runs them (system "
+                                    "\"megatron\") or as ZeroPP's TP-free pipeline (system \"zero_pipeline\"); "
+                                    "ZeRO-2/3 combined with tensor parallelism is not modelled yet");
     }
     auto parallel = reader.object("model_parallel");
     ModelParallelism& mp = plan.model_parallel;
@@ -93,11 +104,15 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       if (value > (1 << 16)) parallel.fail(key, "must be at most 65536, got " + std::to_string(value));
       return static_cast<int>(value);
     };
-    mp.tensor = degree("tensor");
+    if (!zero_pipeline || parallel.has("tensor")) mp.tensor = degree("tensor");
     mp.pipeline = degree("pipeline");
     if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
     if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
+    if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
     parallel.finish();
+    if (zero_pipeline && mp.tensor != 1) {
+      reader.fail("model_parallel.tensor", "ZeroPP's pipeline is TP-free: tensor must be 1, got " + std::to_string(mp.tensor));
+    }
     if (mp.virtual_stages > 1 && mp.pipeline < 2) {
       reader.fail("model_parallel.virtual_stages", "interleaving needs at least 2 pipeline stages");
     }

@@ -44,6 +44,16 @@
 // sequence_parallel: norms, residuals and dropout split along the sequence,
 // each tensor-parallel all-reduce an all-gather + reduce-scatter pair.
 // "pipeline" and "tensor" are required in the block, the rest optional.
+//
+// System "zero_pipeline" is ZeroPP (Tang et al. 2024; TECHNIQUES.md section
+// 4): a TP-free pipeline whose stages shard their layers' model states over
+// the data-parallel GPUs of the stage as the factors say, f_G = f_P. ZeRO-3
+// inside a node plus plain data parallelism across nodes is (8, 8, 8); with
+// ZeRO-1 across nodes (8, 8, "all"). The block names the pipeline and the
+// scheduling unit, the micro-batches each stage runs back to back per chunk
+// (pipeline_schedule.h's unit_schedule):
+//
+//   "model_parallel": {"pipeline": 8, "virtual_stages": 2, "scheduling_unit": 8}
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -54,7 +64,7 @@
 
 namespace shardsim::workloads {
 
-enum class ShardingSystem { zero, fsdp, mics, zeropp, amsp, megatron };
+enum class ShardingSystem { zero, fsdp, mics, zeropp, amsp, megatron, zero_pipeline };
 
 // A factor as written: a GPU count, or 0 for "all".
 struct FactorSpec {
@@ -92,6 +102,7 @@ struct ModelParallelism {
   int pipeline = 1;
   int virtual_stages = 1;
   bool sequence_parallel = false;
+  int scheduling_unit = 1;  // zero_pipeline: micro-batches per unit
 
   int gpus_per_replica() const { return tensor * pipeline; }
   // How many ways hidden states between blocks are split along the sequence.

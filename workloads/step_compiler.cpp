@@ -4,6 +4,7 @@
 #include "workloads/model_parallel_step.h"
 #include "workloads/parameter_fetch.h"
 #include "workloads/transformer_kernels.h"
+#include "workloads/zero_pipeline_step.h"
 
 #include <algorithm>
 #include <optional>
@@ -439,6 +440,7 @@ void StepBuilder::schedule_parameter_fetches() {
 
 Program compile_step(const StepConfig& config) {
   if (config.plan.system == ShardingSystem::megatron) return compile_model_parallel_step(config);
+  if (config.plan.system == ShardingSystem::zero_pipeline) return compile_zero_pipeline_step(config);
   Program program;
   program.ranks = config.data_parallel;
   program.streams = {"compute", "parameter_gather", "gradient_reduce", "optimizer_reduce", "parameter_update"};

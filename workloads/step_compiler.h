@@ -75,7 +75,8 @@ struct StepConfig {
 
 // Throws InputError for plans or batches that do not fit the data-parallel
 // size (naming the file, the field and the rule). Megatron-LM plans go to
-// compile_model_parallel_step (model_parallel_step.h).
+// compile_model_parallel_step (model_parallel_step.h), ZeroPP plans to
+// compile_zero_pipeline_step (zero_pipeline_step.h).
 Program compile_step(const StepConfig& config);
 
 }  // namespace shardsim::workloads

@@ -155,6 +155,10 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     list.push_back(sp ? call(name + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes)
                       : call(name + ".all_reduce", CollectiveOp::all_reduce, activation_bytes));
   };
+  const auto weight_half = [](KernelSpec spec) {
+    spec.weight_gradient = true;
+    return spec;
+  };
   const int after_gather = tensor_parallel && sp ? 1 : 0;
   const int after_combine = tensor_parallel ? 1 : 0;
   // Backward of a column-parallel GEMM: the input gradient, combined over the
@@ -164,7 +168,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     gather_input(list, name + ".input");
     list.push_back(gemm(name + ".dgrad", x, T, in, out));
     combine(list, name + ".dgrad");
-    list.push_back(waiting(gemm(name + ".wgrad", x, in, out, T), tensor_parallel && sp ? 2 : 0));
+    list.push_back(weight_half(waiting(gemm(name + ".wgrad", x, in, out, T), tensor_parallel && sp ? 2 : 0)));
   };
 
   // Modules in model_modules' order: embedding, per layer attention and MLP, head.
@@ -184,7 +188,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   embedding.forward.push_back(elementwise("embedding", x, (model.positions == PositionKind::learned ? 5 : 2) * T * h));
   combine(embedding.forward, "embedding");
   gather_input(embedding.backward, "embedding.gradient");
-  embedding.backward.push_back(waiting(elementwise("embedding.backward", x, 3 * T * h), after_gather));
+  embedding.backward.push_back(weight_half(waiting(elementwise("embedding.backward", x, 3 * T * h), after_gather)));
   modules.push_back(std::move(embedding));
 
   for (int layer = 0; layer < model.layers; ++layer) {
@@ -204,7 +208,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
     gather_input(attention.backward, "out_proj.gradient");
     attention.backward.push_back(waiting(gemm("out_proj.dgrad", x, T, x.query, h), after_gather));
-    attention.backward.push_back(gemm("out_proj.wgrad", x, x.query, h, T));
+    attention.backward.push_back(weight_half(gemm("out_proj.wgrad", x, x.query, h, T)));
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
     attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
     column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
@@ -224,7 +228,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
     gather_input(mlp.backward, "down.gradient");
     mlp.backward.push_back(waiting(gemm("down.dgrad", x, T, x.ffn, h), after_gather));
-    mlp.backward.push_back(gemm("down.wgrad", x, x.ffn, h, T));
+    mlp.backward.push_back(weight_half(gemm("down.wgrad", x, x.ffn, h, T)));
     mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T * x.ffn));
     column_backward(mlp.backward, first, h, first_out);
     mlp.backward.push_back(waiting(elementwise("mlp_norm.backward", x, 3 * local_tokens * h), after_combine));

@@ -65,6 +65,10 @@ struct KernelSpec {
   // in its list. Calls nothing in the list waits for are waited for by the
   // next module's first kernel.
   int waits_for_call = 0;
+  // Part of the backward's weight-gradient half (W): the wgrad GEMMs and the
+  // embedding's scatter-add. The rest of a backward is its input-gradient
+  // half (B), which the stage before waits for.
+  bool weight_gradient = false;
 };
 
 // A module (model.h) and its kernels.

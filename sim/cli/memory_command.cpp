@@ -3,6 +3,7 @@
 #include "sim/cli/job_inputs.h"
 #include "workloads/model_parallel_step.h"
 #include "workloads/memory_model.h"
+#include "workloads/zero_pipeline_step.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -37,8 +38,10 @@ int run_memory(const MemoryOptions& options) {
   // Pipeline stages differ: the answer is the fullest one's.
   int stage = 0;
   MemoryBreakdown memory;
-  if (plan.system == ShardingSystem::megatron) {
-    const std::vector<MemoryBreakdown> stages = estimate_stage_memory(inputs.step);
+  if (plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline) {
+    const std::vector<MemoryBreakdown> stages = plan.system == ShardingSystem::zero_pipeline
+                                                    ? estimate_zero_pipeline_memory(inputs.step)
+                                                    : estimate_stage_memory(inputs.step);
     const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
       return a.total() < b.total();
     });
@@ -75,7 +78,10 @@ int run_memory(const MemoryOptions& options) {
   }
   std::printf("# shardsim memory: %s (%.3f B parameters) on %s, %d GPUs, %d data-parallel\n", model.name.c_str(),
               static_cast<double>(parameters) / 1e9, cluster.name.c_str(), gpus, inputs.step.data_parallel);
-  if (mp.any()) {
+  if (plan.system == ShardingSystem::zero_pipeline) {
+    std::printf("# TP-free pipeline %d x %d virtual stages, scheduling units of %d micro-batches; the fullest stage: %d\n",
+                mp.pipeline, mp.virtual_stages, mp.scheduling_unit, stage);
+  } else if (mp.any()) {
     std::printf("# tensor parallel %d%s, pipeline %d x %d virtual stages; the fullest stage: %d\n", mp.tensor,
                 mp.sequence_parallel ? " (sequence parallel)" : "", mp.pipeline, mp.virtual_stages, stage);
   }

@@ -37,6 +37,11 @@ void print_step_table(const std::string& title, const workloads::Program& progra
                 d.at("distributed_optimizer").get<bool>() ? "distributed optimizer" : "replicated optimizer",
                 on(o.at("gradient_reduce")), on(o.at("parameter_gather")));
   } else {
+    if (d.contains("scheduling_unit")) {
+      std::printf("# TP-free pipeline %d x %d virtual stages, scheduling units of %d micro-batches\n",
+                  d.at("pipeline_parallel").get<int>(), d.at("virtual_stages").get<int>(),
+                  d.at("scheduling_unit").get<int>());
+    }
     std::printf("# plan %s (%s, %s): f_P %d, f_G %d, f_OS %d; overlap: gather/scatter %s, optimizer all-reduce %s, "
               "parameter broadcast %s\n",
               d.at("plan").get<std::string>().c_str(), d.at("system").get<std::string>().c_str(),
