@@ -6,6 +6,7 @@
 // conserved across the group, 1F1B's p - s micro-batches in flight, and the
 // simulated step consistent (every op once, after its dependencies).
 #include "fixtures.h"
+#include "pipeline_checks.h"
 #include "sim/step/step_simulator.h"
 #include "sim/step/timeline_check.h"
 #include "topology/json_input.h"
@@ -210,14 +211,7 @@ TEST_CASE("a Megatron step runs every op once, after its dependencies, sends mee
     REQUIRE(program.ranks == 16);
     // Sends: every activation and gradient crossing a boundary once per
     // micro-batch and chunk, as much received as sent.
-    double sent = 0, received = 0;
-    for (int rank = 0; rank < program.ranks; ++rank) {
-      for (const Op& op : program.program_of(rank).ops) {
-        if (op.kind != OpKind::collective || op.collective != CollectiveOp::send) continue;
-        const auto& group = program.communicators[static_cast<std::size_t>(op.communicator)].group_of(rank);
-        (group[static_cast<std::size_t>(op.root)] == rank ? sent : received) += op.bytes;
-      }
-    }
+    const auto [sent, received] = test::send_bytes(program);
     const double boundaries = mp.pipeline * mp.virtual_stages - 1;
     const double micro_batches = static_cast<double>(config.training.global_batch_sequences) / config.data_parallel;
     const double per_send = 2.0 * 512 * 512 / (mp.sequence_parallel ? mp.tensor : 1);
@@ -232,16 +226,7 @@ TEST_CASE("a Megatron step runs every op once, after its dependencies, sends mee
       REQUIRE(allocated > 0);
       REQUIRE(freed == Approx(-allocated));
     }
-    for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
-      sim::StepSimulationOptions options;
-      options.network = network;
-      const sim::StepTimeline timeline =
-          sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
-      REQUIRE_FALSE(timeline.out_of_memory);
-      const std::vector<std::string> violations = sim::timeline_violations(program, timeline);
-      INFO((violations.empty() ? "" : violations.front()));
-      REQUIRE(violations.empty());
-    }
+    test::require_consistent_step(program, world());
     // The Program survives its JSON form (ranks outside a pipeline pair included).
     const Program back = program_from_json(program_to_json(program), "program.json");
     REQUIRE(back.total_ops() == program.total_ops());

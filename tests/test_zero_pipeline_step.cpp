@@ -6,6 +6,7 @@
 // one unit, and the simulated step consistent (every op once, after its
 // dependencies, sends meeting their receives).
 #include "fixtures.h"
+#include "pipeline_checks.h"
 #include "sim/step/step_simulator.h"
 #include "sim/step/timeline_check.h"
 #include "topology/presets.h"
@@ -209,14 +210,7 @@ TEST_CASE("a ZeroPP step runs every op once, after its dependencies, sends meeti
     const Program program = compile_step(config);
     validate_program(program);
     REQUIRE(program.ranks == 16);
-    double sent = 0, received = 0;
-    for (int rank = 0; rank < program.ranks; ++rank) {
-      for (const Op& op : program.program_of(rank).ops) {
-        if (op.kind != OpKind::collective || op.collective != CollectiveOp::send) continue;
-        const auto& group = program.communicators[static_cast<std::size_t>(op.communicator)].group_of(rank);
-        (group[static_cast<std::size_t>(op.root)] == rank ? sent : received) += op.bytes;
-      }
-    }
+    const auto [sent, received] = test::send_bytes(program);
     const double boundaries = mp.pipeline * mp.virtual_stages - 1;
     const double micro_batches = static_cast<double>(config.training.global_batch_sequences) / config.data_parallel;
     REQUIRE(sent == Approx(2 * boundaries * micro_batches * 2.0 * 512 * 512 * config.data_parallel));
@@ -242,16 +236,7 @@ TEST_CASE("a ZeroPP step runs every op once, after its dependencies, sends meeti
       REQUIRE(compiled == Approx(expected).epsilon(1e-12));
       REQUIRE(freed == Approx(-allocated));  // activations, gathered parameters, gradient buffers
     }
-    for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
-      sim::StepSimulationOptions options;
-      options.network = network;
-      const sim::StepTimeline timeline =
-          sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
-      REQUIRE_FALSE(timeline.out_of_memory);
-      const std::vector<std::string> violations = sim::timeline_violations(program, timeline);
-      INFO((violations.empty() ? "" : violations.front()));
-      REQUIRE(violations.empty());
-    }
+    test::require_consistent_step(program, world());
     const Program back = program_from_json(program_to_json(program), "program.json");
     REQUIRE(back.total_ops() == program.total_ops());
   }

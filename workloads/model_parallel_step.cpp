@@ -28,8 +28,8 @@ enum Stream : int {
 using OpIndex = std::uint32_t;
 
 struct Communicators {
-  std::optional<int> tensor, data, embedding;
-  std::vector<int> forward, backward;  // per boundary s: stage s and stage (s + 1) mod p
+  std::optional<int> tensor, data;
+  PipelineCommunicators pipeline;
 };
 
 class StageBuilder {
@@ -147,7 +147,7 @@ void StageBuilder::forward(const PipelinePass& pass) {
   std::vector<OpIndex> deps;
   if (!first_virtual(pass.chunk)) {
     const int from = (stage_ + p - 1) % p;
-    deps.push_back(send(name + "receive_activations", comms_.forward[static_cast<std::size_t>(from)], from, stage_,
+    deps.push_back(send(name + "receive_activations", comms_.pipeline.forward[static_cast<std::size_t>(from)], from, stage_,
                         activation_receive_stream, {}));
   }
   for (std::size_t module : partition_.chunks[static_cast<std::size_t>(stage_)][static_cast<std::size_t>(pass.chunk)]) {
@@ -158,7 +158,7 @@ void StageBuilder::forward(const PipelinePass& pass) {
   }
   if (!last_virtual(pass.chunk)) {
     const int to = (stage_ + 1) % p;
-    send(name + "send_activations", comms_.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
+    send(name + "send_activations", comms_.pipeline.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
          after_results());
   }
 }
@@ -170,7 +170,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
   std::vector<OpIndex> deps;
   if (!last_virtual(pass.chunk)) {
     const int from = (stage_ + 1) % p;
-    deps.push_back(send(name + "receive_gradients", comms_.backward[static_cast<std::size_t>(stage_)], from, stage_,
+    deps.push_back(send(name + "receive_gradients", comms_.pipeline.backward[static_cast<std::size_t>(stage_)], from, stage_,
                         gradient_receive_stream, {}));
   }
   double working = 0;  // a layer rebuilt under full recompute, until the layer's backward is done
@@ -204,7 +204,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
   }
   if (!first_virtual(pass.chunk)) {
     const int to = (stage_ + p - 1) % p;
-    send(name + "send_gradients", comms_.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
+    send(name + "send_gradients", comms_.pipeline.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
          after_results());
   }
 }
@@ -273,8 +273,8 @@ void StageBuilder::build() {
     bucket_ = std::move(modules);
     reduce_bucket(after_results());
   }
-  if (comms_.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
-    reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.embedding,
+  if (comms_.pipeline.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
+    reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.pipeline.embedding,
                                      partition_.gradient_bytes_per_value * partition_.tied_embedding_parameters,
                                      reduce_stream, after_last_compute()));
   }
@@ -302,6 +302,31 @@ Communicator pipeline_stage_pairs(std::string name, const ModelParallelLayout& l
     }
   }
   return communicator;
+}
+
+PipelineCommunicators add_pipeline_communicators(Program& program, const ModelParallelLayout& layout, int virtual_stages,
+                                                 bool tied_embedding) {
+  const auto add = [&](Communicator communicator) {
+    program.communicators.push_back(std::move(communicator));
+    return static_cast<int>(program.communicators.size() - 1);
+  };
+  const int p = layout.pipeline;
+  const int boundaries = virtual_stages > 1 ? p : p - 1;
+  PipelineCommunicators comms;
+  for (int s = 0; s < boundaries; ++s) {
+    comms.forward.push_back(add(pipeline_stage_pairs("pipeline_forward" + std::to_string(s), layout, s, (s + 1) % p)));
+  }
+  for (int s = 0; s < boundaries; ++s) {
+    comms.backward.push_back(add(pipeline_stage_pairs("pipeline_backward" + std::to_string(s), layout, s, (s + 1) % p)));
+  }
+  if (tied_embedding) comms.embedding = add(pipeline_stage_pairs("embedding", layout, 0, p - 1));
+  return comms;
+}
+
+std::vector<int> stage_of_rank(const ModelParallelLayout& layout) {
+  std::vector<int> stages(static_cast<std::size_t>(layout.ranks()));
+  for (int rank = 0; rank < layout.ranks(); ++rank) stages[static_cast<std::size_t>(rank)] = layout.pp(rank);
+  return stages;
 }
 
 ModelParallelPartition partition_model(const StepConfig& config) {
@@ -406,14 +431,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
     comms.data = add(make_communicator("data_parallel", layout.ranks(),
                                        [&layout](int r) { return std::pair(layout.tp(r), layout.pp(r)); }));
   }
-  const int boundaries = mp.virtual_stages > 1 ? mp.pipeline : mp.pipeline - 1;
-  for (int s = 0; s < boundaries; ++s) {
-    comms.forward.push_back(add(pipeline_stage_pairs("pipeline_forward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
-  }
-  for (int s = 0; s < boundaries; ++s) {
-    comms.backward.push_back(add(pipeline_stage_pairs("pipeline_backward" + std::to_string(s), layout, s, (s + 1) % mp.pipeline)));
-  }
-  if (partition.tied_embedding_parameters > 0) comms.embedding = add(pipeline_stage_pairs("embedding", layout, 0, mp.pipeline - 1));
+  comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
   const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches));
   program.programs.resize(static_cast<std::size_t>(mp.pipeline));
@@ -422,36 +440,16 @@ Program compile_model_parallel_step(const StepConfig& config) {
                  program.programs[static_cast<std::size_t>(stage)])
         .build();
   }
-  program.program_of_rank.resize(static_cast<std::size_t>(layout.ranks()));
-  for (int rank = 0; rank < layout.ranks(); ++rank) program.program_of_rank[static_cast<std::size_t>(rank)] = layout.pp(rank);
+  program.program_of_rank = stage_of_rank(layout);
 
-  program.description = {
-      {"model", config.model.name},
-      {"parameters", count_parameters(config.model).total()},
-      {"plan", config.plan.name},
-      {"system", to_string(config.plan.system)},
-      {"overlap",
-       {{"gradient_reduce", config.plan.overlap.optimizer_all_reduce},
-        {"parameter_gather", config.plan.overlap.parameter_broadcast}}},
-      {"tensor_parallel", mp.tensor},
-      {"pipeline_parallel", mp.pipeline},
-      {"virtual_stages", mp.virtual_stages},
-      {"sequence_parallel", mp.sequence_parallel},
-      {"data_parallel", config.data_parallel},
-      {"distributed_optimizer", partition.factors.optimizer > 1},
-      {"factors",
-       {{"parameters", partition.factors.parameters},
-        {"gradients", partition.factors.gradients},
-        {"optimizer", partition.factors.optimizer}}},
-      {"sequence_length", config.training.sequence_length},
-      {"micro_batch_size", config.training.micro_batch_size},
-      {"gradient_accumulation_steps", partition.micro_batches},
-      {"tokens_per_step", config.training.global_batch_tokens()},
-      {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
-      {"recompute", to_string(config.training.recompute)},
-      {"flash_attention", config.training.flash_attention},
-      {"dtype", config.training.fp16 ? "fp16" : "bf16"},
-  };
+  program.description = step_description(config, partition.factors, partition.micro_batches);
+  program.description["overlap"] = {{"gradient_reduce", config.plan.overlap.optimizer_all_reduce},
+                                    {"parameter_gather", config.plan.overlap.parameter_broadcast}};
+  program.description["tensor_parallel"] = mp.tensor;
+  program.description["pipeline_parallel"] = mp.pipeline;
+  program.description["virtual_stages"] = mp.virtual_stages;
+  program.description["sequence_parallel"] = mp.sequence_parallel;
+  program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
   return program;
 }
 

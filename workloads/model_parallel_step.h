@@ -44,6 +44,7 @@
 #include "workloads/transformer_kernels.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,22 @@ struct ModelParallelLayout {
 // The communicator of one pipeline boundary: for every (tp, dp), the ranks of
 // stages a and b; the other ranks are in no group.
 Communicator pipeline_stage_pairs(std::string name, const ModelParallelLayout& layout, int a, int b);
+
+// A pipeline's communicators: per boundary s (stage s and stage (s + 1) mod
+// p; the wrap only with v > 1 chunks), one for the forward sends and one for
+// the backward sends, and the first and last stage's pair that all-reduces a
+// tied embedding's gradient.
+struct PipelineCommunicators {
+  std::vector<int> forward, backward;
+  std::optional<int> embedding;
+};
+
+// Adds them to program.communicators.
+PipelineCommunicators add_pipeline_communicators(Program& program, const ModelParallelLayout& layout, int virtual_stages,
+                                                 bool tied_embedding);
+
+// One op list per stage: rank r runs its stage's.
+std::vector<int> stage_of_rank(const ModelParallelLayout& layout);
 
 // The model cut into stages and chunks, per GPU of a tensor-parallel group.
 struct ModelParallelPartition {

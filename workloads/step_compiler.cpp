@@ -448,30 +448,32 @@ Program compile_step(const StepConfig& config) {
   program.program_of_rank.assign(static_cast<std::size_t>(config.data_parallel), 0);
   StepBuilder builder(config, program);
   builder.build();
-  const ShardingFactors& factors = builder.factors();
-  program.description = {
+  program.description = step_description(config, builder.factors(), builder.accumulation());
+  program.description["behaviour"] = config.plan.as_implemented ? "as_implemented" : "ideal";
+  program.description["overlap"] = {{"gather_scatter", config.plan.overlap.gather_scatter},
+                                    {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
+                                    {"parameter_broadcast", config.plan.overlap.parameter_broadcast}};
+  program.description["secondary_parameter_group"] = config.plan.secondary_parameter_group;
+  return program;
+}
+
+nlohmann::json step_description(const StepConfig& config, const ShardingFactors& factors, std::int64_t micro_batches) {
+  return {
       {"model", config.model.name},
       {"parameters", count_parameters(config.model).total()},
       {"plan", config.plan.name},
       {"system", to_string(config.plan.system)},
-      {"behaviour", config.plan.as_implemented ? "as_implemented" : "ideal"},
-      {"overlap",
-       {{"gather_scatter", config.plan.overlap.gather_scatter},
-        {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
-        {"parameter_broadcast", config.plan.overlap.parameter_broadcast}}},
       {"data_parallel", config.data_parallel},
       {"factors", {{"parameters", factors.parameters}, {"gradients", factors.gradients}, {"optimizer", factors.optimizer}}},
-      {"secondary_parameter_group", config.plan.secondary_parameter_group},
       {"sequence_length", config.training.sequence_length},
       {"micro_batch_size", config.training.micro_batch_size},
-      {"gradient_accumulation_steps", builder.accumulation()},
+      {"gradient_accumulation_steps", micro_batches},
       {"tokens_per_step", config.training.global_batch_tokens()},
       {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
       {"recompute", to_string(config.training.recompute)},
       {"flash_attention", config.training.flash_attention},
       {"dtype", config.training.fp16 ? "fp16" : "bf16"},
   };
-  return program;
 }
 
 }  // namespace shardsim::workloads

@@ -57,6 +57,9 @@
 #include "workloads/program.h"
 #include "workloads/training.h"
 
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <string>
 
 namespace shardsim::workloads {
@@ -78,5 +81,9 @@ struct StepConfig {
 // compile_model_parallel_step (model_parallel_step.h), ZeroPP plans to
 // compile_zero_pipeline_step (zero_pipeline_step.h).
 Program compile_step(const StepConfig& config);
+
+// What every compiler records of its inputs in Program::description (the
+// model, plan, factors, batch, FLOPs and dtype); each adds its own fields.
+nlohmann::json step_description(const StepConfig& config, const ShardingFactors& factors, std::int64_t micro_batches);
 
 }  // namespace shardsim::workloads

@@ -31,8 +31,8 @@ enum Stream : int {
 using OpIndex = std::uint32_t;
 
 struct Communicators {
-  std::optional<int> parameters, replicas, update, embedding;
-  std::vector<int> forward, backward;  // per boundary s: stage s and stage (s + 1) mod p
+  std::optional<int> parameters, replicas, update;
+  PipelineCommunicators pipeline;
 };
 
 // Passes of one stage during which a chunk's parameters are whole.
@@ -271,7 +271,7 @@ void StageBuilder::forward(const PipelinePass& pass, std::size_t k) {
   std::vector<OpIndex> deps;
   if (!first_virtual(pass.chunk)) {
     const int from = (stage_ + p - 1) % p;
-    deps.push_back(send(name + "receive_activations", comms_.forward[static_cast<std::size_t>(from)], from, stage_,
+    deps.push_back(send(name + "receive_activations", comms_.pipeline.forward[static_cast<std::size_t>(from)], from, stage_,
                         activation_receive_stream, {}));
   }
   for (std::size_t module : modules_of(pass.chunk)) {
@@ -283,7 +283,7 @@ void StageBuilder::forward(const PipelinePass& pass, std::size_t k) {
   }
   if (!last_virtual(pass.chunk)) {
     const int to = (stage_ + 1) % p;
-    send(name + "send_activations", comms_.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
+    send(name + "send_activations", comms_.pipeline.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
          after_last_compute());
   }
 }
@@ -295,7 +295,7 @@ void StageBuilder::input_gradient(const PipelinePass& pass, std::size_t k) {
   std::vector<OpIndex> deps;
   if (!last_virtual(pass.chunk)) {
     const int from = (stage_ + 1) % p;
-    deps.push_back(send(name + "receive_gradients", comms_.backward[static_cast<std::size_t>(stage_)], from, stage_,
+    deps.push_back(send(name + "receive_gradients", comms_.pipeline.backward[static_cast<std::size_t>(stage_)], from, stage_,
                         gradient_receive_stream, {}));
   }
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
@@ -314,7 +314,7 @@ void StageBuilder::input_gradient(const PipelinePass& pass, std::size_t k) {
   }
   if (!first_virtual(pass.chunk)) {
     const int to = (stage_ + p - 1) % p;
-    send(name + "send_gradients", comms_.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
+    send(name + "send_gradients", comms_.pipeline.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
          after_last_compute());
   }
 }
@@ -448,8 +448,8 @@ void StageBuilder::build() {
     if (bucket.after) deps.push_back(*bucket.after);
     reduce_over_replicas(bucket.name, bucket.shard_bytes, std::move(deps));
   }
-  if (comms_.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
-    reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.embedding,
+  if (comms_.pipeline.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
+    reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.pipeline.embedding,
                                      e_ * partition_.tied_embedding_parameters / factors_.parameters, reduce_stream,
                                      after_last_compute()));
   }
@@ -494,14 +494,7 @@ Program compile_zero_pipeline_step(const StepConfig& config) {
       return std::tuple(layout.pp(r), layout.dp(r) / fos, layout.dp(r) % fp);
     }));
   }
-  const int boundaries = mp.virtual_stages > 1 ? p : p - 1;
-  for (int s = 0; s < boundaries; ++s) {
-    comms.forward.push_back(add(pipeline_stage_pairs("pipeline_forward" + std::to_string(s), layout, s, (s + 1) % p)));
-  }
-  for (int s = 0; s < boundaries; ++s) {
-    comms.backward.push_back(add(pipeline_stage_pairs("pipeline_backward" + std::to_string(s), layout, s, (s + 1) % p)));
-  }
-  if (partition.tied_embedding_parameters > 0) comms.embedding = add(pipeline_stage_pairs("embedding", layout, 0, p - 1));
+  comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
   // A deferred weight-gradient pass holds the layers its input-gradient pass
   // rebuilt under full recompute: then each runs before the next B.
@@ -514,33 +507,16 @@ Program compile_zero_pipeline_step(const StepConfig& config) {
                  program.programs[static_cast<std::size_t>(stage)])
         .build();
   }
-  program.program_of_rank.resize(static_cast<std::size_t>(layout.ranks()));
-  for (int rank = 0; rank < layout.ranks(); ++rank) program.program_of_rank[static_cast<std::size_t>(rank)] = layout.pp(rank);
+  program.program_of_rank = stage_of_rank(layout);
 
-  program.description = {
-      {"model", config.model.name},
-      {"parameters", count_parameters(config.model).total()},
-      {"plan", config.plan.name},
-      {"system", to_string(config.plan.system)},
-      {"behaviour", "ideal"},
-      {"overlap",
-       {{"gather_scatter", config.plan.overlap.gather_scatter},
-        {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
-        {"parameter_broadcast", config.plan.overlap.parameter_broadcast}}},
-      {"pipeline_parallel", p},
-      {"virtual_stages", mp.virtual_stages},
-      {"scheduling_unit", mp.scheduling_unit},
-      {"data_parallel", d},
-      {"factors", {{"parameters", f.parameters}, {"gradients", f.gradients}, {"optimizer", f.optimizer}}},
-      {"sequence_length", config.training.sequence_length},
-      {"micro_batch_size", config.training.micro_batch_size},
-      {"gradient_accumulation_steps", partition.micro_batches},
-      {"tokens_per_step", config.training.global_batch_tokens()},
-      {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
-      {"recompute", to_string(config.training.recompute)},
-      {"flash_attention", config.training.flash_attention},
-      {"dtype", config.training.fp16 ? "fp16" : "bf16"},
-  };
+  program.description = step_description(config, f, partition.micro_batches);
+  program.description["behaviour"] = "ideal";
+  program.description["overlap"] = {{"gather_scatter", config.plan.overlap.gather_scatter},
+                                    {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
+                                    {"parameter_broadcast", config.plan.overlap.parameter_broadcast}};
+  program.description["pipeline_parallel"] = p;
+  program.description["virtual_stages"] = mp.virtual_stages;
+  program.description["scheduling_unit"] = mp.scheduling_unit;
   return program;
 }
 

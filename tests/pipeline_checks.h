@@ -1,0 +1,48 @@
+// Checks shared by the pipeline compilers' tests (Megatron-LM and ZeroPP):
+// the bytes a Program's pipeline sends move, and a simulated step that is
+// consistent in both network modes.
+#pragma once
+
+#include "fixtures.h"
+#include "sim/step/step_simulator.h"
+#include "sim/step/timeline_check.h"
+#include "workloads/program.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardsim::test {
+
+// Bytes of every one-way send, summed over the ranks that send them and
+// over the ranks that receive them.
+inline std::pair<double, double> send_bytes(const workloads::Program& program) {
+  double sent = 0, received = 0;
+  for (int rank = 0; rank < program.ranks; ++rank) {
+    for (const workloads::Op& op : program.program_of(rank).ops) {
+      if (op.kind != workloads::OpKind::collective || op.collective != workloads::CollectiveOp::send) continue;
+      const auto& group = program.communicators[static_cast<std::size_t>(op.communicator)].group_of(rank);
+      (group[static_cast<std::size_t>(op.root)] == rank ? sent : received) += op.bytes;
+    }
+  }
+  return {sent, received};
+}
+
+// Simulates the step with flow and analytical networks: it fits in memory
+// and its timeline runs every op once, after its dependencies, with the
+// members of each collective together.
+inline void require_consistent_step(const workloads::Program& program, const World& world) {
+  for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
+    sim::StepSimulationOptions options;
+    options.network = network;
+    const sim::StepTimeline timeline = sim::simulate_step(program, world.cluster(), world.router(), world.profile(), options);
+    REQUIRE_FALSE(timeline.out_of_memory);
+    const std::vector<std::string> violations = sim::timeline_violations(program, timeline);
+    INFO((violations.empty() ? "" : violations.front()));
+    REQUIRE(violations.empty());
+  }
+}
+
+}  // namespace shardsim::test
