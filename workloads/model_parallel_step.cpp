@@ -3,6 +3,7 @@
 #include "topology/json_input.h"
 #include "workloads/memory_model.h"
 #include "workloads/pipeline_schedule.h"
+#include "workloads/pipeline_stage_writer.h"
 #include "workloads/transformer_kernels.h"
 
 #include <algorithm>
@@ -25,50 +26,27 @@ enum Stream : int {
   gather_stream,
 };
 
-using OpIndex = std::uint32_t;
-
 struct Communicators {
   std::optional<int> tensor, data;
   PipelineCommunicators pipeline;
 };
 
-class StageBuilder {
+class StageBuilder : PipelineStageWriter {
  public:
   StageBuilder(const StepConfig& config, const ModelParallelPartition& partition, const Communicators& comms,
                int stage, const std::vector<PipelinePass>& passes, RankProgram& program)
-      : config_(config),
-        mp_(config.plan.model_parallel),
-        partition_(partition),
+      : PipelineStageWriter(program, compute_stream,
+                            {activation_send_stream, activation_receive_stream, gradient_send_stream,
+                             gradient_receive_stream},
+                            config.plan.model_parallel, partition, comms.pipeline, stage),
+        config_(config),
         comms_(comms),
-        stage_(stage),
         passes_(passes),
-        program_(program),
-        ops_(program.ops) {}
+        program_(program) {}
 
   void build();
 
  private:
-  OpIndex add(Op op) {
-    ops_.push_back(std::move(op));
-    return static_cast<OpIndex>(ops_.size() - 1);
-  }
-  OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
-                     std::vector<OpIndex> deps, int root = 0) {
-    return add(collective_op(name, kind, communicator, bytes, stream, std::move(deps), root));
-  }
-  void memory(const std::string& name, MemoryCategory category, double bytes, int stream) {
-    add(memory_op(name, category, bytes, stream));
-  }
-  OpIndex kernel(const KernelSpec& spec, const std::string& prefix, std::vector<OpIndex> deps) {
-    Op op = kernel_op(spec, prefix + spec.name, compute_stream, std::move(deps));
-    op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
-    blocking_.clear();
-    last_compute_ = add(std::move(op));
-    return *last_compute_;
-  }
-  std::vector<OpIndex> after_last_compute() const {
-    return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
-  }
   // What sending or reducing a result waits for: the last kernel and the
   // tensor-parallel calls that complete it.
   std::vector<OpIndex> after_results() const {
@@ -82,31 +60,12 @@ class StageBuilder {
   void backward(const PipelinePass& pass, bool last_of_chunk);
   void reduce_bucket(std::vector<OpIndex> deps);
   void emit_parameter_gathers(const std::vector<OpIndex>& deps);
-  int virtual_stage(int chunk) const { return chunk * mp_.pipeline + stage_; }
-  bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
-  bool last_virtual(int chunk) const { return virtual_stage(chunk) == mp_.pipeline * mp_.virtual_stages - 1; }
-  // The send between this stage and `peer` over `communicator`: the root is
-  // the sender's place in the sorted pair.
-  OpIndex send(const std::string& name, int communicator, int from, int to, int stream, std::vector<OpIndex> deps) {
-    return collective(name, CollectiveOp::send, communicator, partition_.boundary_bytes, stream, std::move(deps),
-                      from < to ? 0 : 1);
-  }
-  std::string prefix(const PipelinePass& pass) const {
-    return "mb" + std::to_string(pass.micro_batch) + "." +
-           (mp_.virtual_stages > 1 ? "chunk" + std::to_string(pass.chunk) + "." : "");
-  }
 
   const StepConfig& config_;
-  const ModelParallelism& mp_;
-  const ModelParallelPartition& partition_;
   const Communicators& comms_;
-  int stage_;
   const std::vector<PipelinePass>& passes_;
   RankProgram& program_;
-  std::vector<Op>& ops_;
 
-  std::optional<OpIndex> last_compute_;
-  std::vector<OpIndex> blocking_;  // tensor-parallel calls the next kernel waits for
   std::vector<std::size_t> bucket_;
   double bucket_parameters_ = 0;  // of the modules in bucket_
   std::vector<OpIndex> reductions_;               // the optimizer waits for these
@@ -143,36 +102,20 @@ void StageBuilder::run(const std::vector<KernelSpec>& list, const std::string& p
 
 void StageBuilder::forward(const PipelinePass& pass) {
   const std::string name = prefix(pass);
-  const int p = mp_.pipeline;
-  std::vector<OpIndex> deps;
-  if (!first_virtual(pass.chunk)) {
-    const int from = (stage_ + p - 1) % p;
-    deps.push_back(send(name + "receive_activations", comms_.pipeline.forward[static_cast<std::size_t>(from)], from, stage_,
-                        activation_receive_stream, {}));
-  }
-  for (std::size_t module : partition_.chunks[static_cast<std::size_t>(stage_)][static_cast<std::size_t>(pass.chunk)]) {
+  std::vector<OpIndex> deps = receive_activations(pass);
+  for (std::size_t module : modules_of(pass.chunk)) {
     const ModuleWork& work = partition_.modules[module];
     if (gather_at_start_ && pass.micro_batch == 0 && gather_of_module_[module]) deps.push_back(*gather_of_module_[module]);
     memory(name + work.name + ".activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
     run(work.forward, name + work.name + ".", deps);
   }
-  if (!last_virtual(pass.chunk)) {
-    const int to = (stage_ + 1) % p;
-    send(name + "send_activations", comms_.pipeline.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
-         after_results());
-  }
+  send_activations(pass, after_results());
 }
 
 void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
   const std::string name = prefix(pass);
-  const int p = mp_.pipeline;
-  const auto& modules = partition_.chunks[static_cast<std::size_t>(stage_)][static_cast<std::size_t>(pass.chunk)];
-  std::vector<OpIndex> deps;
-  if (!last_virtual(pass.chunk)) {
-    const int from = (stage_ + 1) % p;
-    deps.push_back(send(name + "receive_gradients", comms_.pipeline.backward[static_cast<std::size_t>(stage_)], from, stage_,
-                        gradient_receive_stream, {}));
-  }
+  const auto& modules = modules_of(pass.chunk);
+  std::vector<OpIndex> deps = receive_gradients(pass);
   double working = 0;  // a layer rebuilt under full recompute, until the layer's backward is done
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
     const ModuleWork& work = partition_.modules[*it];
@@ -202,11 +145,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
       }
     }
   }
-  if (!first_virtual(pass.chunk)) {
-    const int to = (stage_ + p - 1) % p;
-    send(name + "send_gradients", comms_.pipeline.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
-         after_results());
-  }
+  send_gradients(pass, after_results());
 }
 
 // One bucket of gradients over the data-parallel group: a reduce-scatter

@@ -2,6 +2,7 @@
 
 #include "workloads/memory_model.h"
 #include "workloads/model_parallel_step.h"
+#include "workloads/op_writer.h"
 #include "workloads/parameter_fetch.h"
 #include "workloads/transformer_kernels.h"
 #include "workloads/zero_pipeline_step.h"
@@ -16,14 +17,12 @@ namespace {
 
 enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream };
 
-using OpIndex = std::uint32_t;
-
-class StepBuilder {
+class StepBuilder : OpWriter {
  public:
   StepBuilder(const StepConfig& config, Program& program)
-      : config_(config),
+      : OpWriter(program.programs.front().ops, compute_stream),
+        config_(config),
         program_(program),
-        ops_(program.programs.front().ops),
         n_(config.data_parallel),
         e_(config.training.bytes_per_value) {}
 
@@ -35,31 +34,6 @@ class StepBuilder {
   struct Communicators {
     std::optional<int> parameters, secondary, gradient_shards, replicas, update;
   };
-
-  OpIndex add(Op op) {
-    ops_.push_back(std::move(op));
-    return static_cast<OpIndex>(ops_.size() - 1);
-  }
-  OpIndex kernel(const KernelSpec& spec, const std::string& prefix, std::vector<OpIndex> deps) {
-    Op op = kernel_op(spec, prefix + spec.name, compute_stream, std::move(deps));
-    op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
-    blocking_.clear();
-    last_compute_ = add(std::move(op));
-    last_on_compute_stream_ = last_compute_;
-    return *last_compute_;
-  }
-  OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
-                     std::vector<OpIndex> deps, int root = 0) {
-    return add(collective_op(name, kind, communicator, bytes, stream, std::move(deps), root));
-  }
-  OpIndex memory(const std::string& name, MemoryCategory category, double bytes, int stream, std::vector<OpIndex> deps = {}) {
-    const OpIndex index = add(memory_op(name, category, bytes, stream, std::move(deps)));
-    if (stream == compute_stream) last_on_compute_stream_ = index;
-    return index;
-  }
-  std::vector<OpIndex> after_last_compute() const {
-    return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
-  }
 
   template <typename Key>
   std::optional<int> communicator(const std::string& name, int group_size, Key key) {
@@ -87,7 +61,6 @@ class StepBuilder {
 
   const StepConfig& config_;
   Program& program_;
-  std::vector<Op>& ops_;
   int n_;
   double e_;
   ShardingFactors factors_;
@@ -97,9 +70,6 @@ class StepBuilder {
   std::int64_t accumulation_ = 1;
   bool update_at_start_ = false;
 
-  std::optional<OpIndex> last_compute_;
-  std::optional<OpIndex> last_on_compute_stream_;  // a kernel or a free
-  std::vector<OpIndex> blocking_;                 // the next kernel waits for these
   std::vector<std::optional<OpIndex>> update_of_module_;
   ParameterFetches fetch_;                        // one micro-batch's gathers and frees (parameter_fetch.h)
   std::vector<double> gathered_bytes_;            // per module: what its live gather holds

@@ -2,6 +2,7 @@
 
 #include "workloads/model_parallel_step.h"
 #include "workloads/pipeline_schedule.h"
+#include "workloads/pipeline_stage_writer.h"
 #include "workloads/transformer_kernels.h"
 
 #include <algorithm>
@@ -27,8 +28,6 @@ enum Stream : int {
   optimizer_stream,
   update_stream,
 };
-
-using OpIndex = std::uint32_t;
 
 struct Communicators {
   std::optional<int> parameters, replicas, update;
@@ -96,66 +95,29 @@ std::vector<std::vector<PassSeconds>> pass_flops(const ModelParallelPartition& p
   return seconds;
 }
 
-class StageBuilder {
+class StageBuilder : PipelineStageWriter {
  public:
   StageBuilder(const StepConfig& config, const ModelParallelPartition& partition, const Communicators& comms,
                int stage, const std::vector<PipelinePass>& passes, RankProgram& program)
-      : config_(config),
-        mp_(config.plan.model_parallel),
-        partition_(partition),
+      : PipelineStageWriter(program, compute_stream,
+                            {activation_send_stream, activation_receive_stream, gradient_send_stream,
+                             gradient_receive_stream},
+                            config.plan.model_parallel, partition, comms.pipeline, stage),
+        config_(config),
         factors_(partition.factors),
         comms_(comms),
-        stage_(stage),
         passes_(passes),
         program_(program),
-        ops_(program.ops),
         e_(config.training.bytes_per_value) {}
 
   void build();
 
  private:
-  OpIndex add(Op op) {
-    ops_.push_back(std::move(op));
-    return static_cast<OpIndex>(ops_.size() - 1);
-  }
-  OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
-                     std::vector<OpIndex> deps, int root = 0) {
-    return add(collective_op(name, kind, communicator, bytes, stream, std::move(deps), root));
-  }
-  void memory(const std::string& name, MemoryCategory category, double bytes, int stream, std::vector<OpIndex> deps = {}) {
-    const OpIndex index = add(memory_op(name, category, bytes, stream, std::move(deps)));
-    if (stream == compute_stream) last_on_compute_stream_ = index;
-  }
-  void kernel(const KernelSpec& spec, const std::string& prefix, std::vector<OpIndex> deps) {
-    if (spec.call) throw std::logic_error("zero_pipeline: a tensor-parallel call in a TP-free pipeline");
-    Op op = kernel_op(spec, prefix + spec.name, compute_stream, std::move(deps));
-    op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
-    blocking_.clear();
-    last_compute_ = add(std::move(op));
-    last_on_compute_stream_ = last_compute_;
-  }
-  std::vector<OpIndex> after_last_compute() const {
-    return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
-  }
   // Parameters to gather and reduce for a module: the last stage's copy of a
   // tied embedding goes with the head, the module that uses it.
   double parameters_of(std::size_t module) const {
     const bool head = module + 1 == partition_.modules.size();
     return partition_.modules[module].parameters + (head ? partition_.tied_embedding_parameters : 0.0);
-  }
-  const std::vector<std::size_t>& modules_of(int chunk) const {
-    return partition_.chunks[static_cast<std::size_t>(stage_)][static_cast<std::size_t>(chunk)];
-  }
-  int virtual_stage(int chunk) const { return chunk * mp_.pipeline + stage_; }
-  bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
-  bool last_virtual(int chunk) const { return virtual_stage(chunk) == mp_.pipeline * mp_.virtual_stages - 1; }
-  OpIndex send(const std::string& name, int communicator, int from, int to, int stream, std::vector<OpIndex> deps) {
-    return collective(name, CollectiveOp::send, communicator, partition_.boundary_bytes, stream, std::move(deps),
-                      from < to ? 0 : 1);
-  }
-  std::string prefix(const PipelinePass& pass) const {
-    return "mb" + std::to_string(pass.micro_batch) + "." +
-           (mp_.virtual_stages > 1 ? "chunk" + std::to_string(pass.chunk) + "." : "");
   }
   // What a module's first kernel in pass k waits for: its gather, when pass
   // k opens a window, or else the update of the previous step.
@@ -171,19 +133,11 @@ class StageBuilder {
   void emit_update(const std::vector<OpIndex>& deps);
 
   const StepConfig& config_;
-  const ModelParallelism& mp_;
-  const ModelParallelPartition& partition_;
   const ShardingFactors& factors_;
   const Communicators& comms_;
-  int stage_;
   const std::vector<PipelinePass>& passes_;
   RankProgram& program_;
-  std::vector<Op>& ops_;
   double e_;
-
-  std::optional<OpIndex> last_compute_;
-  std::optional<OpIndex> last_on_compute_stream_;  // a kernel or a free
-  std::vector<OpIndex> blocking_;                 // the next kernel waits for these
 
   std::vector<ParameterWindow> windows_;
   std::vector<std::vector<std::size_t>> issue_at_;  // per pass: windows whose gathers are issued before it
@@ -267,13 +221,7 @@ std::vector<OpIndex> StageBuilder::parameters_ready(std::size_t k, std::size_t m
 
 void StageBuilder::forward(const PipelinePass& pass, std::size_t k) {
   const std::string name = prefix(pass);
-  const int p = mp_.pipeline;
-  std::vector<OpIndex> deps;
-  if (!first_virtual(pass.chunk)) {
-    const int from = (stage_ + p - 1) % p;
-    deps.push_back(send(name + "receive_activations", comms_.pipeline.forward[static_cast<std::size_t>(from)], from, stage_,
-                        activation_receive_stream, {}));
-  }
+  std::vector<OpIndex> deps = receive_activations(pass);
   for (std::size_t module : modules_of(pass.chunk)) {
     const ModuleWork& work = partition_.modules[module];
     const std::vector<OpIndex> ready = parameters_ready(k, module);
@@ -281,23 +229,13 @@ void StageBuilder::forward(const PipelinePass& pass, std::size_t k) {
     memory(name + work.name + ".activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
     for (const KernelSpec& spec : work.forward) kernel(spec, name + work.name + ".", std::exchange(deps, {}));
   }
-  if (!last_virtual(pass.chunk)) {
-    const int to = (stage_ + 1) % p;
-    send(name + "send_activations", comms_.pipeline.forward[static_cast<std::size_t>(stage_)], stage_, to, activation_send_stream,
-         after_last_compute());
-  }
+  send_activations(pass, after_last_compute());
 }
 
 void StageBuilder::input_gradient(const PipelinePass& pass, std::size_t k) {
   const std::string name = prefix(pass);
-  const int p = mp_.pipeline;
   const auto& modules = modules_of(pass.chunk);
-  std::vector<OpIndex> deps;
-  if (!last_virtual(pass.chunk)) {
-    const int from = (stage_ + 1) % p;
-    deps.push_back(send(name + "receive_gradients", comms_.pipeline.backward[static_cast<std::size_t>(stage_)], from, stage_,
-                        gradient_receive_stream, {}));
-  }
+  std::vector<OpIndex> deps = receive_gradients(pass);
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
     const ModuleWork& work = partition_.modules[*it];
     const std::string module_prefix = name + work.name + ".";
@@ -312,11 +250,7 @@ void StageBuilder::input_gradient(const PipelinePass& pass, std::size_t k) {
       if (!spec.weight_gradient) kernel(spec, module_prefix, std::exchange(deps, {}));
     }
   }
-  if (!first_virtual(pass.chunk)) {
-    const int to = (stage_ + p - 1) % p;
-    send(name + "send_gradients", comms_.pipeline.backward[static_cast<std::size_t>(to)], stage_, to, gradient_send_stream,
-         after_last_compute());
-  }
+  send_gradients(pass, after_last_compute());
 }
 
 void StageBuilder::weight_gradient(const PipelinePass& pass, std::size_t k) {
