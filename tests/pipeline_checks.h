@@ -1,11 +1,12 @@
-// Checks shared by the pipeline compilers' tests (Megatron-LM and ZeroPP):
-// the bytes a Program's pipeline sends move, and a simulated step that is
-// consistent in both network modes.
+// What the pipeline compilers' tests (Megatron-LM and ZeroPP) share: a small
+// model, the bytes a Program's pipeline sends move, and a simulated step that
+// is consistent in both network modes.
 #pragma once
 
 #include "fixtures.h"
 #include "sim/step/step_simulator.h"
 #include "sim/step/timeline_check.h"
+#include "workloads/model.h"
 #include "workloads/program.h"
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,23 @@
 #include <vector>
 
 namespace shardsim::test {
+
+// A model small enough to simulate on 16 GPUs in a blink, whose heads (8),
+// MLP width and vocabulary (1024, no padding) divide over every tensor-
+// parallel size the tests use.
+inline workloads::ModelSpec small_pipeline_model(int layers) {
+  workloads::ModelSpec model;
+  model.name = "small";
+  model.layers = layers;
+  model.hidden = 512;
+  model.heads = 8;
+  model.kv_heads = 8;
+  model.head_dim = 64;
+  model.ffn_hidden = 1408;
+  model.vocab = 1024;
+  model.max_positions = 1024;
+  return model;
+}
 
 // Bytes of every one-way send, summed over the ranks that send them and
 // over the ranks that receive them.

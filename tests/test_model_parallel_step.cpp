@@ -25,24 +25,10 @@ using namespace shardsim::workloads;
 
 namespace {
 
-ModelSpec small_model(int layers = 4) {
-  ModelSpec model;
-  model.name = "small";
-  model.layers = layers;
-  model.hidden = 512;
-  model.heads = 8;
-  model.kv_heads = 8;
-  model.head_dim = 64;
-  model.ffn_hidden = 1408;
-  model.vocab = 1024;  // divisible by every tensor-parallel size used: no padding
-  model.max_positions = 1024;
-  return model;
-}
-
 StepConfig megatron(int tensor, int pipeline, int data, int micro_batches, bool sequence_parallel = false,
                     int virtual_stages = 1) {
   StepConfig config;
-  config.model = small_model(virtual_stages > 1 ? 8 : 4);
+  config.model = test::small_pipeline_model(virtual_stages > 1 ? 8 : 4);
   config.training.sequence_length = 512;
   config.training.micro_batch_size = 1;
   config.training.global_batch_sequences = static_cast<std::int64_t>(data) * micro_batches;
@@ -109,7 +95,7 @@ TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence pa
 TEST_CASE("tensor parallelism splits every GEMM's FLOPs and the parameters t ways, norms whole", "[megatron][compute]") {
   const Program whole = compile_step(megatron(1, 1, 1, 2));
   const double whole_gemm_flops = gemm_flops(whole, 0);
-  const ModelSpec model = small_model();
+  const ModelSpec model = test::small_pipeline_model(4);
   const double psi = static_cast<double>(count_parameters(model).total());
   const double norms = (2.0 * model.layers + 1) * static_cast<double>(model.hidden);  // RMSNorm weights
   for (int t : {2, 4, 8}) {
@@ -146,7 +132,7 @@ TEST_CASE("tensor parallelism splits every GEMM's FLOPs and the parameters t way
 
 TEST_CASE("activations per GPU: split t ways under sequence parallelism, all but the block inputs without",
           "[megatron][memory]") {
-  const ModelSpec model = small_model();
+  const ModelSpec model = test::small_pipeline_model(4);
   TrainingConfig training;
   training.sequence_length = 512;
   training.micro_batch_size = 1;

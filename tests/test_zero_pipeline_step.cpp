@@ -25,25 +25,11 @@ using namespace shardsim::workloads;
 
 namespace {
 
-ModelSpec small_model(int layers) {
-  ModelSpec model;
-  model.name = "small";
-  model.layers = layers;
-  model.hidden = 512;
-  model.heads = 8;
-  model.kv_heads = 8;
-  model.head_dim = 64;
-  model.ffn_hidden = 1408;
-  model.vocab = 1024;
-  model.max_positions = 1024;
-  return model;
-}
-
 // p stages of v chunks over p x data GPUs, m micro-batches per pipeline in
 // units of u; factors as written (0 = all).
 StepConfig zero_pipeline(int p, int v, int data, int m, int u, FactorSpec factors) {
   StepConfig config;
-  config.model = small_model(2 * p * v);
+  config.model = test::small_pipeline_model(2 * p * v);
   config.training.sequence_length = 512;
   config.training.micro_batch_size = 1;
   config.training.global_batch_sequences = static_cast<std::int64_t>(data) * m;
