@@ -151,7 +151,6 @@ class StageBuilder : PipelineStageWriter {
   std::map<std::pair<int, int>, std::pair<std::size_t, std::size_t>> weight_passes_;
   std::vector<std::size_t> bucket_;
   double bucket_parameters_ = 0;
-  std::optional<OpIndex> bucket_reduction_;  // the reduce-scatter the replica reduction follows
   std::vector<OpIndex> reductions_;          // the optimizer waits for these
   struct DeferredBucket {
     std::string name;
