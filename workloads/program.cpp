@@ -142,28 +142,29 @@ void validate_program(const Program& program) {
   }
 }
 
-Op collective_op(std::string name, CollectiveOp kind, int communicator, double bytes, int stream,
-                 std::vector<std::uint32_t> deps, int root) {
+Op make_op(OpKind kind, std::string name, int stream, std::vector<std::uint32_t> deps) {
   Op op;
-  op.kind = OpKind::collective;
+  op.kind = kind;
   op.stream = stream;
   op.name = std::move(name);
-  op.collective = kind;
-  op.communicator = communicator;
-  op.bytes = bytes;
-  op.root = root;
   op.deps = std::move(deps);
   return op;
 }
 
+Op collective_op(std::string name, CollectiveOp kind, int communicator, double bytes, int stream,
+                 std::vector<std::uint32_t> deps, int root) {
+  Op op = make_op(OpKind::collective, std::move(name), stream, std::move(deps));
+  op.collective = kind;
+  op.communicator = communicator;
+  op.bytes = bytes;
+  op.root = root;
+  return op;
+}
+
 Op memory_op(std::string name, MemoryCategory category, double bytes, int stream, std::vector<std::uint32_t> deps) {
-  Op op;
-  op.kind = OpKind::memory;
-  op.stream = stream;
-  op.name = std::move(name);
+  Op op = make_op(OpKind::memory, std::move(name), stream, std::move(deps));
   op.memory = category;
   op.bytes = bytes;
-  op.deps = std::move(deps);
   return op;
 }
 

@@ -108,7 +108,10 @@ struct Program {
   std::size_t total_ops() const;
 };
 
-// Ops as the compilers write them.
+// Ops as the compilers write them: what every op has, then a collective's
+// or a memory op's own fields (kernel_op in transformer_kernels.h fills a
+// kernel's).
+Op make_op(OpKind kind, std::string name, int stream, std::vector<std::uint32_t> deps);
 Op collective_op(std::string name, CollectiveOp kind, int communicator, double bytes, int stream,
                  std::vector<std::uint32_t> deps, int root = 0);
 Op memory_op(std::string name, MemoryCategory category, double bytes, int stream, std::vector<std::uint32_t> deps = {});

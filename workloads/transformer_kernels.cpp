@@ -161,6 +161,14 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   };
   const int after_gather = tensor_parallel && sp ? 1 : 0;
   const int after_combine = tensor_parallel ? 1 : 0;
+  // Backward of a row-parallel GEMM: its output gradient gathered along the
+  // sequence under sequence parallelism, then the input and weight
+  // gradients; the input gradient stays split, nothing to combine.
+  const auto row_backward = [&](std::vector<KernelSpec>& list, const std::string& name, double in, double out) {
+    gather_input(list, name + ".gradient");
+    list.push_back(waiting(gemm(name + ".dgrad", x, T, in, out), after_gather));
+    list.push_back(weight_half(gemm(name + ".wgrad", x, in, out, T)));
+  };
   // Backward of a column-parallel GEMM: the input gradient, combined over the
   // group while the weight gradient runs (on the input gathered again under
   // sequence parallelism, the call before the combine).
@@ -206,9 +214,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     combine(attention.forward, "out_proj");
     attention.forward.push_back(waiting(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
-    gather_input(attention.backward, "out_proj.gradient");
-    attention.backward.push_back(waiting(gemm("out_proj.dgrad", x, T, x.query, h), after_gather));
-    attention.backward.push_back(weight_half(gemm("out_proj.wgrad", x, x.query, h, T)));
+    row_backward(attention.backward, "out_proj", x.query, h);
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
     attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
     column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
@@ -226,9 +232,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     combine(mlp.forward, "down");
     mlp.forward.push_back(waiting(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
-    gather_input(mlp.backward, "down.gradient");
-    mlp.backward.push_back(waiting(gemm("down.dgrad", x, T, x.ffn, h), after_gather));
-    mlp.backward.push_back(weight_half(gemm("down.wgrad", x, x.ffn, h, T)));
+    row_backward(mlp.backward, "down", x.ffn, h);
     mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T * x.ffn));
     column_backward(mlp.backward, first, h, first_out);
     mlp.backward.push_back(waiting(elementwise("mlp_norm.backward", x, 3 * local_tokens * h), after_combine));
@@ -278,16 +282,12 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 }
 
 Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps) {
-  Op op;
-  op.kind = OpKind::compute;
-  op.stream = stream;
-  op.name = std::move(name);
+  Op op = make_op(OpKind::compute, std::move(name), stream, std::move(deps));
   op.kernel = spec.kernel;
   op.dtype = spec.dtype;
   op.flops = spec.flops;
   op.hbm_bytes = spec.hbm_bytes;
   op.gemm = spec.gemm;
-  op.deps = std::move(deps);
   return op;
 }
 
