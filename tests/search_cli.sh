@@ -1,6 +1,7 @@
 #!/bin/sh
-# shardsim search as a user runs it, on a 2-node cluster and a shrunk model:
-# the table, CSV and HDF5 come out; under `mpirun --oversubscribe -np 2` the
+# shardsim search as a user runs it, on a 2-node cluster and a small batch:
+# the table, CSV and HDF5 come out; pipelines are searched when asked for;
+# under `mpirun --oversubscribe -np 2` the
 # output and the CSV equal the serial run's byte for byte; a memory limit
 # below every plan says "nothing fits" with the smallest plan's breakdown
 # and exits 1; GPU counts the cluster cannot hold exit 2 with the reason.
@@ -10,7 +11,12 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$out"
-search="$bin/shardsim search --cluster dgx-a100-2node --model llama-7b --training seq4096-mbs1-4m-tokens"
+# 128 sequences of 4096 tokens: 8 micro-batches per GPU without a pipeline.
+cat > batch.json <<'JSON'
+{"sequence_length": 4096, "micro_batch_size": 1, "global_batch": {"sequences": 128}, "precision": "bf16",
+ "fp8_gemms": false, "recompute": "none", "flash_attention": true}
+JSON
+search="$bin/shardsim search --cluster dgx-a100-2node --model llama-7b --training batch.json"
 small="--micro-batch-sizes 1,2 --recompute none,full --buckets 1e9 --simulate 4"
 
 $search --gpus 16 $small --csv serial.csv --h5 serial.h5 --explain 1 > serial.txt
@@ -27,6 +33,17 @@ cmp serial.csv mpi.csv
 
 $search --gpus 16 $small --json > ranked.json
 grep -q '"ranked"' ranked.json
+
+# Only the pipelines: Megatron-LM and ZeroPP layouts, ranked.
+$search --gpus 16 $small --systems megatron,zero-pipeline --csv pipelines.csv > pipelines.txt
+grep -q "^   1  megatron-t\|^   1  zero-pipeline-p" pipelines.txt
+grep -q ",megatron," pipelines.csv
+grep -q ",zero_pipeline," pipelines.csv
+if grep -q ",zero3,\|,amsp," pipelines.csv; then exit 1; fi
+code=0
+$search --gpus 16 $small --systems megatron,zero3 > bad.txt 2> bad.err || code=$?
+test "$code" = 2
+grep -q "zero3" bad.err
 
 code=0
 $search --gpus 16 $small --mem-limit 1GiB --csv none.csv > none.txt || code=$?

@@ -9,6 +9,10 @@
 #include "topology/routing.h"
 #include "workloads/job_scale.h"
 #include "workloads/memory_model.h"
+#include "workloads/model_parallel_step.h"
+#include "workloads/zero_pipeline_step.h"
+#include "workloads/plan.h"
+#include "workloads/step_compiler.h"
 
 #include <catch2/catch.hpp>
 
@@ -48,7 +52,7 @@ struct TinySearch {
 TEST_CASE("the mirrored estimate equals the analytical simulation of every rank on congruent groups", "[search]") {
   TinySearch tiny;
   sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
-  const auto candidates = sim::enumerate_candidates(tiny.request.space, tiny.request.training, *tiny.cluster, 16);
+  const auto candidates = sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
   for (const char* name : {"zero3", "amsp-2-4-16", "mics-8", "zeropp-hpz8", "zero1"}) {
     const auto found = std::find_if(candidates.begin(), candidates.end(),
                                     [&](const sim::Candidate& c) { return c.plan.name == name; });
@@ -61,6 +65,54 @@ TEST_CASE("the mirrored estimate equals the analytical simulation of every rank 
     INFO(name);
     CHECK(estimate.step_seconds == seconds_from_picoseconds(all_ranks.step_time));
     CHECK(estimate.peak_memory_bytes == all_ranks.peak_memory.front().total_bytes);
+  }
+}
+
+TEST_CASE("on a pipeline, the estimate plays one rank per stage and equals the analytical simulation of every rank",
+          "[search]") {
+  TinySearch tiny;
+  sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
+  workloads::ModelSpec model = tiny.request.model;
+  model.layers = 8;
+  // (plan, data-parallel size): 16 GPUs each.
+  const std::vector<std::pair<const char*, int>> plans = {
+      {"megatron-tp4-pp4", 1}, {"megatron-tp8-pp8-interleaved", 1}, {"zero-pipeline-pp4", 4}};
+  for (const auto& [name, data_parallel] : plans) {
+    workloads::StepConfig config;
+    config.model = model;
+    config.training = tiny.request.training;
+    config.plan = workloads::load_plan(name);
+    if (config.plan.model_parallel.pipeline == 8) config.plan.model_parallel.pipeline = 2;  // 8 layers, 2 x 2 chunks
+    if (config.plan.system == workloads::ShardingSystem::zero_pipeline) config.plan.factors = {4, 4, 4};
+    config.data_parallel = data_parallel;
+    const workloads::Program program = workloads::compile_step(config);
+    REQUIRE(program.ranks == 16);
+    sim::Candidate candidate;
+    candidate.placement = std::make_shared<const topology::Placement>(
+        topology::place_ranks(*tiny.cluster, 16, topology::PlacementPolicy::consecutive));
+    sim::StepSimulationOptions options;
+    options.network = sim::NetworkMode::analytical;
+    options.mirror_ranks = true;
+    const sim::StepTimeline mirrored = sim::simulate_step(program, *tiny.cluster, *tiny.router, tiny.profile, options);
+    options.mirror_ranks = false;
+    const sim::StepTimeline all_ranks = sim::simulate_step(program, *tiny.cluster, *tiny.router, tiny.profile, options);
+    INFO(name);
+    // Played: one rank per stage, the first of each.
+    const int stages = config.plan.model_parallel.pipeline;
+    const int per_stage = 16 / stages;
+    for (int rank = 0; rank < 16; ++rank) {
+      const bool played = rank % per_stage == 0;
+      INFO("rank " << rank);
+      CHECK(mirrored.ops[static_cast<std::size_t>(rank)].empty() == !played);
+      if (played) CHECK(mirrored.ops[static_cast<std::size_t>(rank)] == all_ranks.ops[static_cast<std::size_t>(rank)]);
+    }
+    CHECK(mirrored.step_time == all_ranks.step_time);
+    CHECK(mirrored.spine_bytes == Approx(all_ranks.spine_bytes).epsilon(1e-12));
+    const sim::StepEstimate estimate = search.estimate(program, candidate);
+    CHECK(estimate.step_seconds == seconds_from_picoseconds(all_ranks.step_time));
+    double fullest = 0;
+    for (const auto& peak : all_ranks.peak_memory) fullest = std::max(fullest, peak.total_bytes);
+    CHECK(estimate.peak_memory_bytes == fullest);
   }
 }
 
@@ -115,7 +167,18 @@ TEST_CASE("memory rejections are the memory model's, and a limit below every pla
   std::size_t rejected = 0;
   for (const sim::Candidate& c : result.candidates) {
     const auto& r = result.results[c.index];
-    const auto memory = workloads::estimate_memory(tiny.request.model, c.training, c.plan, c.factors, 16);
+    workloads::MemoryBreakdown memory;
+    if (c.plan.system == workloads::ShardingSystem::megatron || c.plan.system == workloads::ShardingSystem::zero_pipeline) {
+      // The fullest stage's.
+      const auto config = sim::step_config(tiny.request.model, c, 8);
+      const auto stages = c.plan.system == workloads::ShardingSystem::megatron ? workloads::estimate_stage_memory(config)
+                                                                                : workloads::estimate_zero_pipeline_memory(config);
+      for (const auto& stage : stages) {
+        if (stage.total() > memory.total()) memory = stage;
+      }
+    } else {
+      memory = workloads::estimate_memory(tiny.request.model, c.training, c.plan, c.factors, 16);
+    }
     CHECK(r.memory.total() == memory.total());
     CHECK(r.fits == (memory.total() <= limit));
     CHECK(r.estimate.has_value() == r.fits);
@@ -163,7 +226,7 @@ TEST_CASE("impossible GPU counts are refused with the reason", "[search]") {
   TinySearch tiny;
   const auto throws_for = [&](int gpus) {
     try {
-      sim::enumerate_candidates(tiny.request.space, tiny.request.training, *tiny.cluster, gpus);
+      sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, gpus);
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }
@@ -181,10 +244,12 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
   CHECK(sim::mesh_factors(24, 8) == std::vector<int>{1, 2, 4, 8, 24});
   TinySearch tiny;
   tiny.request.space.named_systems = false;
+  tiny.request.space.megatron = false;
+  tiny.request.space.zero_pipeline = false;
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.bucket_bytes = {1e9};
-  const auto candidates = sim::enumerate_candidates(tiny.request.space, tiny.request.training, *tiny.cluster, 16);
+  const auto candidates = sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
   // Factors 1, 2, 4, 8, 16: every non-decreasing triple of powers of two
   // divides the next, C(5 + 2, 3) = 35 of them.
   CHECK(candidates.size() == 35);
@@ -193,4 +258,59 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
     CHECK(c.factors.gradients % c.factors.parameters == 0);
     CHECK(c.factors.optimizer % c.factors.gradients == 0);
   }
+}
+
+TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allow", "[search]") {
+  TinySearch tiny;  // 4 layers, 64 sequences per step, 16 GPUs of 8 per node
+  tiny.request.space.named_systems = false;
+  tiny.request.space.amsp = false;
+  tiny.request.space.micro_batch_sizes = {1};
+  tiny.request.space.recompute = {workloads::Recompute::none};
+  tiny.request.space.placements = {topology::PlacementPolicy::consecutive, topology::PlacementPolicy::leaf_aware};
+  const auto candidates =
+      sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
+  std::vector<std::string> names;
+  for (const auto& c : candidates) names.push_back(c.plan.name);
+  // Megatron: t | 8 and p in {1, 2, 4} (p | 4 layers), t p <= 16, not t = p = 1;
+  // 2 virtual stages only for p = 2 (4 layers in 2 p chunks). ZeroPP: 2 chunks
+  // per stage leave p = 2; units of p and 2 p; a stage is one node, so
+  // ZeRO-3 over the node and over the stage are one layout.
+  const std::vector<std::string> expected = {
+      "megatron-t1-p2", "megatron-t1-p2-v2", "megatron-t1-p4", "megatron-t2-p1", "megatron-t2-p2",
+      "megatron-t2-p2-v2", "megatron-t2-p4", "megatron-t4-p1", "megatron-t4-p2", "megatron-t4-p2-v2",
+      "megatron-t4-p4", "megatron-t8-p1", "megatron-t8-p2", "megatron-t8-p2-v2", "zero-pipeline-p2-u2",
+      "zero-pipeline-p2-u4"};
+  CHECK(names == expected);
+  for (const auto& c : candidates) {
+    INFO(c.plan.name);
+    const auto& mp = c.plan.model_parallel;
+    CHECK(c.data_parallel * mp.tensor * mp.pipeline == 16);
+    CHECK(c.accumulation == 64 / c.data_parallel);  // micro-batches of one sequence
+    CHECK(c.placement->policy == topology::PlacementPolicy::consecutive);
+    CHECK(mp.sequence_parallel == (mp.tensor > 1));
+    if (c.plan.system == workloads::ShardingSystem::zero_pipeline) {
+      CHECK(c.factors.parameters == 8);
+      CHECK(c.factors.optimizer == 8);
+    } else {
+      CHECK(c.factors.optimizer == c.data_parallel);  // the distributed optimizer
+    }
+    // Each one compiles.
+    const auto program = workloads::compile_step(sim::step_config(tiny.request.model, c, 8));
+    CHECK(program.ranks == 16);
+  }
+
+  // Interleaving needs the micro-batches to be a multiple of the stages, and
+  // ZeroPP a multiple of its unit. With 24 sequences per step, t1-p2 has
+  // 8-way data parallelism and 3 micro-batches: no interleaving, and no unit
+  // of 2 or 4 for ZeroPP's 3 either; t2-p2 has 6. No data-parallel plan could
+  // take 24 sequences on 16 GPUs, but the pipelines can.
+  tiny.request.training.global_batch_sequences = 24;
+  const auto few = sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
+  names.clear();
+  for (const auto& c : few) names.push_back(c.plan.name);
+  CHECK(std::find(names.begin(), names.end(), "megatron-t1-p2") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "megatron-t1-p2-v2") == names.end());
+  CHECK(std::find(names.begin(), names.end(), "megatron-t2-p2-v2") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "megatron-t1-p4") != names.end());  // 1F1B: any count of micro-batches
+  CHECK(std::none_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("zero-pipeline", 0) == 0; }));
 }

@@ -427,6 +427,20 @@ Program compile_step(const StepConfig& config) {
   return program;
 }
 
+StepMemory estimate_step_memory(const StepConfig& config) {
+  const ShardingSystem system = config.plan.system;
+  if (system != ShardingSystem::megatron && system != ShardingSystem::zero_pipeline) {
+    const ShardingFactors factors = resolve_factors(config.plan, config.data_parallel, config.gpus_per_node, config.plan_file);
+    return {estimate_memory(config.model, config.training, config.plan, factors, config.data_parallel), 0};
+  }
+  const std::vector<MemoryBreakdown> stages =
+      system == ShardingSystem::zero_pipeline ? estimate_zero_pipeline_memory(config) : estimate_stage_memory(config);
+  const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
+    return a.total() < b.total();
+  });
+  return {*fullest, static_cast<int>(fullest - stages.begin())};
+}
+
 nlohmann::json step_description(const StepConfig& config, const ShardingFactors& factors, std::int64_t micro_batches) {
   return {
       {"model", config.model.name},

@@ -52,6 +52,7 @@
 // gather per pass too few under parameter sharding).
 #pragma once
 
+#include "workloads/memory_model.h"
 #include "workloads/model.h"
 #include "workloads/plan.h"
 #include "workloads/program.h"
@@ -81,6 +82,17 @@ struct StepConfig {
 // compile_model_parallel_step (model_parallel_step.h), ZeroPP plans to
 // compile_zero_pipeline_step (zero_pipeline_step.h).
 Program compile_step(const StepConfig& config);
+
+// The memory model's peak per GPU of any plan, without compiling the step:
+// estimate_memory (memory_model.h) for the data-parallel systems; for
+// Megatron-LM and ZeroPP the fullest pipeline stage's (estimate_stage_memory,
+// estimate_zero_pipeline_memory). Throws InputError, naming the plan file,
+// for factors or a pipeline the GPUs or the model cannot take.
+struct StepMemory {
+  MemoryBreakdown memory;
+  int stage = 0;  // the fullest pipeline stage (0 without a pipeline)
+};
+StepMemory estimate_step_memory(const StepConfig& config);
 
 // What every compiler records of its inputs in Program::description (the
 // model, plan, factors, batch, FLOPs and dtype); each adds its own fields.

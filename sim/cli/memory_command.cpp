@@ -1,9 +1,8 @@
 #include "sim/cli/commands.h"
 
 #include "sim/cli/job_inputs.h"
-#include "workloads/model_parallel_step.h"
 #include "workloads/memory_model.h"
-#include "workloads/zero_pipeline_step.h"
+#include "workloads/step_compiler.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -36,20 +35,9 @@ int run_memory(const MemoryOptions& options) {
   const std::int64_t accumulation = inputs.gradient_accumulation_steps;
   const std::int64_t parameters = count_parameters(model).total();
   // Pipeline stages differ: the answer is the fullest one's.
-  int stage = 0;
-  MemoryBreakdown memory;
-  if (plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline) {
-    const std::vector<MemoryBreakdown> stages = plan.system == ShardingSystem::zero_pipeline
-                                                    ? estimate_zero_pipeline_memory(inputs.step)
-                                                    : estimate_stage_memory(inputs.step);
-    const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
-      return a.total() < b.total();
-    });
-    stage = static_cast<int>(fullest - stages.begin());
-    memory = *fullest;
-  } else {
-    memory = estimate_memory(model, training, plan, factors, gpus);
-  }
+  const StepMemory step_memory = estimate_step_memory(inputs.step);
+  const MemoryBreakdown& memory = step_memory.memory;
+  const int stage = step_memory.stage;
   const ModelParallelism& mp = plan.model_parallel;
   const double capacity = cluster.node.gpu_memory_bytes;
   const bool fits = memory.total() <= capacity;

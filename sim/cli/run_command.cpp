@@ -79,12 +79,7 @@ int run_step(const RunOptions& options) {
   }
   sim::StepSimulationOptions simulation;
   simulation.network = sim::parse_network_mode(options.network);
-  // Megatron's data-parallel groups are strided by the tensor-parallel size,
-  // and a pipeline's factors group the GPUs of one stage, not blocks of all
-  // ranks a leaf-aware placement could keep together.
-  const bool model_parallel = step.plan.system == workloads::ShardingSystem::megatron ||
-                              step.plan.system == workloads::ShardingSystem::zero_pipeline;
-  const int group_ranks = model_parallel ? 0 : sim::placement_group_ranks(step.plan, inputs.factors, step.ranks());
+  const int group_ranks = sim::placement_group_ranks(step.plan, inputs.factors, step.ranks());
   simulation.gpu_of_rank =
       topology::place_ranks(cluster, step.ranks(), topology::parse_placement_policy(options.placement), group_ranks).gpu_of_rank;
   auto progress = std::make_shared<ProgressBar>("simulating " + std::to_string(program.total_ops()) + " ops", 100);

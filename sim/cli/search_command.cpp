@@ -64,11 +64,16 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 
 sim::SearchSpace parse_space(const SearchOptions& options) {
   sim::SearchSpace space;
-  if (options.systems != "all" && options.systems != "named" && options.systems != "amsp") {
-    throw std::invalid_argument("--systems: '" + options.systems + "' is not all, named or amsp");
+  if (options.systems != "all") {
+    space.named_systems = space.amsp = space.megatron = space.zero_pipeline = false;
+    for (const auto& item : split_list("--systems", options.systems)) {
+      if (item == "named") space.named_systems = true;
+      else if (item == "amsp") space.amsp = true;
+      else if (item == "megatron") space.megatron = true;
+      else if (item == "zero-pipeline") space.zero_pipeline = true;
+      else throw std::invalid_argument("--systems: '" + item + "' is not all, named, amsp, megatron or zero-pipeline");
+    }
   }
-  space.named_systems = options.systems != "amsp";
-  space.amsp = options.systems != "named";
   space.micro_batch_sizes.clear();
   for (const auto& item : split_list("--micro-batch-sizes", options.micro_batch_sizes)) {
     std::size_t used = 0;
@@ -243,8 +248,11 @@ void add_search_command(CLI::App& app, int& exit_code) {
       "  shardsim search --cluster a800-1024 --model llama-7b --gpus 1024 --top 10\n"
       "  shardsim search --model llama-30b --mem-limit 60GiB --csv all.csv --h5 all.h5 --explain 1\n"
       "  mpirun -np 4 shardsim search --model llama-13b      (same output, the work shared)\n"
+      "  shardsim search --model llama-65b --systems megatron,zero-pipeline   (pipelines only)\n"
       "Every AMSP factor triple and named system (ZeRO-0..3, FSDP, MiCS(k), ZeRO++ hpZ(k)) is crossed\n"
-      "with bucket sizes, micro-batch sizes, recompute and placements; the memory model drops what\n"
+      "with bucket sizes, micro-batch sizes, recompute and placements, and every Megatron-LM layout\n"
+      "(tensor x pipeline x virtual stages) and ZeroPP layout (stages, unit, factors) with micro-batch\n"
+      "sizes and recompute; the memory model drops what\n"
       "does not fit, an analytical estimate ranks the rest, and the --simulate best (plus the\n"
       "estimates' Pareto front) are simulated on the flow network. Exit code 1 when nothing fits\n"
       "(the smallest plan's memory is shown), 2 on bad input or a GPU count the cluster cannot hold.");
@@ -253,7 +261,7 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--training", options->training, "Training config (sequence, global batch, precision); "
                                                        "micro-batch and recompute are searched")
       ->capture_default_str();
-  command->add_option("-g,--gpus", options->gpus, "Data-parallel GPUs (default: the whole cluster)");
+  command->add_option("-g,--gpus", options->gpus, "GPUs of the job (default: the whole cluster)");
   command->add_option("--profile", options->profile, "Calibration profile JSON or preset (default: the cluster's)");
   command->add_option("--mem-limit", options->memory_limit, "Memory per GPU a plan must fit in, e.g. 80GiB "
                                                             "(default: the cluster's GPU memory)");
@@ -261,7 +269,9 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--simulate", options->simulate, "Fastest estimates simulated on the flow network")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
-  command->add_option("--systems", options->systems, "all, named (ZeRO/FSDP/MiCS/ZeRO++) or amsp (factor triples)")
+  command->add_option("--systems", options->systems,
+                      "all, or a list of: named (ZeRO/FSDP/MiCS/ZeRO++), amsp (factor triples), megatron "
+                      "(tensor x pipeline x data), zero-pipeline (ZeroPP)")
       ->capture_default_str();
   command->add_option("--micro-batch-sizes", options->micro_batch_sizes, "Micro-batch sizes to try")->capture_default_str();
   command->add_option("--recompute", options->recompute, "Recompute choices to try")->capture_default_str();

@@ -92,14 +92,7 @@ PlanSearch::PlanSearch(const topology::Cluster& cluster, const topology::Router&
     : cluster_(cluster), router_(router), profile_(profile), choices_(cluster, router, profile) {}
 
 workloads::Program PlanSearch::compile(const SearchRequest& request, const Candidate& candidate) const {
-  workloads::StepConfig config;
-  config.model = request.model;
-  config.training = candidate.training;
-  config.plan = candidate.plan;
-  config.data_parallel = request.gpus;
-  config.gpus_per_node = cluster_.gpus_per_node();
-  config.plan_file = candidate.plan.name;
-  return workloads::compile_step(config);
+  return workloads::compile_step(step_config(request.model, candidate, cluster_.gpus_per_node()));
 }
 
 StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candidate& candidate) {
@@ -112,7 +105,10 @@ StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candi
   StepEstimate estimate;
   estimate.out_of_memory = timeline.out_of_memory.has_value();
   estimate.step_seconds = seconds_from_picoseconds(timeline.step_time);
-  estimate.peak_memory_bytes = timeline.peak_memory.front().total_bytes;
+  // Pipeline stages differ: the fullest played rank's.
+  for (const MemoryPeak& peak : timeline.peak_memory) {
+    estimate.peak_memory_bytes = std::max(estimate.peak_memory_bytes, peak.total_bytes);
+  }
   estimate.spine_bytes = timeline.spine_bytes;
   if (!estimate.out_of_memory) estimate.exposed_communication_seconds = time_breakdown(program, timeline, 0).exposed_total();
   return estimate;
@@ -144,7 +140,7 @@ SimulatedStep PlanSearch::summarize(const workloads::Program& program, const Ste
 
 SearchResult PlanSearch::run(const SearchRequest& request, const WorkShare& share, SearchProgress* progress) {
   SearchResult result;
-  result.candidates = enumerate_candidates(request.space, request.training, cluster_, request.gpus);
+  result.candidates = enumerate_candidates(request.space, request.model, request.training, cluster_, request.gpus);
   const auto& candidates = result.candidates;
   result.results.resize(candidates.size());
   const double limit = cluster_.spec().node.gpu_memory_bytes;
@@ -152,7 +148,7 @@ SearchResult PlanSearch::run(const SearchRequest& request, const WorkShare& shar
   std::vector<std::size_t> fitting;
   for (const Candidate& candidate : candidates) {
     CandidateResult& r = result.results[candidate.index];
-    r.memory = workloads::estimate_memory(request.model, candidate.training, candidate.plan, candidate.factors, request.gpus);
+    r.memory = workloads::estimate_step_memory(step_config(request.model, candidate, cluster_.gpus_per_node())).memory;
     r.fits = r.memory.total() <= limit;
     if (r.fits) fitting.push_back(candidate.index);
     if (r.memory.total() < result.results[result.smallest].memory.total()) result.smallest = candidate.index;

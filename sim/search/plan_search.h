@@ -3,11 +3,12 @@
 // simulate the best -> ranked table / Pareto front).
 //
 //  1. every candidate of the plan space (plan_space.h) is checked against the
-//     memory model (memory_model.h) and the limit; those above it are
-//     rejected with their breakdown;
-//  2. each one left is compiled and estimated: rank 0 played with every peer
-//     mirroring it, collectives at their analytical cost on the slowest group
-//     of their communicator (step_simulator.h, mirror_ranks);
+//     memory model (estimate_step_memory, step_compiler.h) and the limit;
+//     those above it are rejected with their breakdown;
+//  2. each one left is compiled and estimated: one rank per pipeline stage
+//     played with every peer mirroring it, collectives at their analytical
+//     cost on the slowest group they stand for (step_simulator.h,
+//     mirror_ranks);
 //  3. the `simulate` fastest estimates, and every plan on the estimates'
 //     Pareto front of memory against time, are simulated in full on the flow
 //     network (all ranks, all flows, contention included);

@@ -1,6 +1,7 @@
 #include "sim/search/plan_space.h"
 
 #include "topology/json_input.h"
+#include "workloads/model_parallel_step.h"
 
 #include <cstdio>
 #include <map>
@@ -10,6 +11,14 @@ namespace shardsim::sim {
 
 using workloads::Plan;
 using workloads::ShardingSystem;
+
+namespace {
+
+bool is_pipeline(const Plan& plan) {
+  return plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline;
+}
+
+}  // namespace
 
 std::vector<int> mesh_factors(int gpus, int gpus_per_node) {
   std::vector<int> factors;
@@ -21,6 +30,7 @@ std::vector<int> mesh_factors(int gpus, int gpus_per_node) {
 }
 
 int placement_group_ranks(const Plan& plan, const workloads::ShardingFactors& factors, int gpus) {
+  if (is_pipeline(plan)) return 0;
   int largest = 0;
   for (int f : {factors.parameters, factors.gradients, factors.optimizer, plan.secondary_parameter_group}) {
     if (f < gpus) largest = std::max(largest, f);
@@ -86,6 +96,78 @@ std::vector<Plan> systems(const SearchSpace& space, int gpus, int gpus_per_node)
   return plans;
 }
 
+// Megatron-LM's tensor x pipeline (x virtual stages) layouts.
+std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::ModelSpec& model, int gpus, int gpus_per_node) {
+  std::vector<Plan> plans;
+  const Plan preset = workloads::load_plan("megatron-tp4-pp4");
+  std::vector<int> stages = {1};
+  stages.insert(stages.end(), space.pipeline_stages.begin(), space.pipeline_stages.end());
+  for (int t = 1; t <= gpus_per_node; ++t) {
+    if (gpus_per_node % t != 0) continue;
+    for (int p : stages) {
+      if ((t == 1 && p == 1) || p > model.layers || model.layers % p != 0 || gpus % (t * p) != 0) continue;
+      for (int v : {1, 2}) {
+        if (v == 2 && (p == 1 || model.layers % (2 * p) != 0)) continue;
+        Plan plan = preset;
+        plan.name = "megatron-t" + std::to_string(t) + "-p" + std::to_string(p) + (v > 1 ? "-v" + std::to_string(v) : "");
+        plan.model_parallel.tensor = t;
+        plan.model_parallel.pipeline = p;
+        plan.model_parallel.virtual_stages = v;
+        plan.model_parallel.sequence_parallel = t > 1;
+        plan.sources = {"Megatron-LM layout enumerated by shardsim search: tensor " + std::to_string(t) + ", pipeline " +
+                            std::to_string(p) + " x " + std::to_string(v) + " virtual stages; the rest as megatron-tp4-pp4",
+                        preset.sources.at(1)};
+        plans.push_back(std::move(plan));
+      }
+    }
+  }
+  return plans;
+}
+
+// ZeroPP layouts: stages, scheduling units and the factors inside a stage.
+std::vector<Plan> zero_pipeline_plans(const SearchSpace& space, const workloads::ModelSpec& model, int gpus,
+                                      int gpus_per_node) {
+  std::vector<Plan> plans;
+  const Plan preset = workloads::load_plan("zero-pipeline-pp4");
+  const int chunks = preset.model_parallel.virtual_stages;
+  for (int p : space.pipeline_stages) {
+    if (p < 2 || model.layers % (chunks * p) != 0 || gpus % p != 0) continue;
+    const int stage_gpus = gpus / p;
+    std::vector<int> shards = {std::min(gpus_per_node, stage_gpus)};
+    if (stage_gpus != shards.front()) shards.push_back(stage_gpus);
+    for (int f : shards) {
+      std::vector<int> optimizer_shards = {f};
+      if (stage_gpus != f) optimizer_shards.push_back(stage_gpus);
+      for (int os : optimizer_shards) {
+        for (int u : {p, 2 * p}) {
+          Plan plan = with_factors(preset, "zero-pipeline-p" + std::to_string(p) + "-u" + std::to_string(u), f, f, os);
+          plan.model_parallel.pipeline = p;
+          plan.model_parallel.scheduling_unit = u;
+          plan.sources = {"ZeroPP layout enumerated by shardsim search: " + std::to_string(p) + " stages x " +
+                              std::to_string(chunks) + " chunks, units of " + std::to_string(u) +
+                              " micro-batches, factors (" + std::to_string(f) + ", " + std::to_string(f) + ", " +
+                              std::to_string(os) + ") inside a stage; the rest as zero-pipeline-pp4",
+                          preset.sources.at(1)};
+          plans.push_back(std::move(plan));
+        }
+      }
+    }
+  }
+  return plans;
+}
+
+// Whether the model and the batch split the way a pipeline's compiler
+// requires (layers over chunks, heads over tensor ranks, micro-batches over
+// stages or scheduling units).
+bool pipeline_splits(const workloads::StepConfig& config) {
+  try {
+    workloads::partition_model(config);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
 std::string bytes_label(double bytes) {
   char text[32];
   if (bytes >= 1e9) {
@@ -98,27 +180,25 @@ std::string bytes_label(double bytes) {
 
 }  // namespace
 
-std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const workloads::TrainingConfig& training,
-                                            const topology::Cluster& cluster, int gpus) {
+std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const workloads::ModelSpec& model,
+                                            const workloads::TrainingConfig& training, const topology::Cluster& cluster,
+                                            int gpus) {
   const int per_node = cluster.gpus_per_node();
   // place_ranks() says why a GPU count cannot be a job here.
   const auto consecutive = std::make_shared<const topology::Placement>(
       topology::place_ranks(cluster, gpus, topology::PlacementPolicy::consecutive));
 
-  std::vector<std::pair<std::int64_t, std::int64_t>> batches;  // (micro-batch size, accumulation)
-  for (std::int64_t size : space.micro_batch_sizes) {
-    const std::int64_t per_step = size * gpus;
-    if (size > 0 && training.global_batch_sequences % per_step == 0) {
-      batches.emplace_back(size, training.global_batch_sequences / per_step);
+  // (micro-batch size, accumulation) on a data-parallel size.
+  auto batches_of = [&](int data_parallel) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> batches;
+    for (std::int64_t size : space.micro_batch_sizes) {
+      const std::int64_t per_step = size * data_parallel;
+      if (size > 0 && training.global_batch_sequences % per_step == 0) {
+        batches.emplace_back(size, training.global_batch_sequences / per_step);
+      }
     }
-  }
-  if (batches.empty()) {
-    std::string sizes;
-    for (std::int64_t size : space.micro_batch_sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
-    throw std::invalid_argument(std::to_string(gpus) + " GPUs: the global batch of " +
-                                std::to_string(training.global_batch_sequences) +
-                                " sequences is not a whole number of micro-batches of " + sizes + " per GPU");
-  }
+    return batches;
+  };
 
   std::map<std::pair<topology::PlacementPolicy, int>, std::shared_ptr<const topology::Placement>> placements;
   auto placement_for = [&](topology::PlacementPolicy policy, int group) {
@@ -127,43 +207,80 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
     return placed;
   };
 
+  std::vector<Plan> plans = systems(space, gpus, per_node);
+  if (space.megatron) {
+    for (Plan& plan : megatron_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
+  }
+  if (space.zero_pipeline) {
+    for (Plan& plan : zero_pipeline_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
+  }
+
   std::vector<Candidate> candidates;
-  for (const Plan& system : systems(space, gpus, per_node)) {
+  for (const Plan& system : plans) {
+    const int data_parallel = gpus / system.model_parallel.gpus_per_replica();
+    const bool pipeline = is_pipeline(system);
     workloads::ShardingFactors factors;
     try {
-      factors = workloads::resolve_factors(system, gpus, per_node, system.name);
+      factors = workloads::resolve_factors(system, data_parallel, per_node / system.model_parallel.tensor, system.name);
     } catch (const InputError&) {
       continue;  // e.g. ZeRO++'s secondary group against this GPU count
     }
     const int group = placement_group_ranks(system, factors, gpus);
-    for (double bucket : space.bucket_bytes) {
+    // Megatron and ZeroPP keep their presets' buckets.
+    const std::vector<double> buckets = pipeline ? std::vector<double>{system.buckets.reduce_bytes} : space.bucket_bytes;
+    for (double bucket : buckets) {
       Plan plan = system;
-      plan.buckets.reduce_bytes = bucket;
-      plan.buckets.all_gather_bytes = bucket;
-      for (const auto& [size, accumulation] : batches) {
+      if (!pipeline) {
+        plan.buckets.reduce_bytes = bucket;
+        plan.buckets.all_gather_bytes = bucket;
+      }
+      for (const auto& [size, accumulation] : batches_of(data_parallel)) {
+        Candidate candidate;
+        candidate.plan = plan;
+        candidate.factors = factors;
+        candidate.training = training;
+        candidate.training.micro_batch_size = size;
+        candidate.data_parallel = data_parallel;
+        candidate.accumulation = accumulation;
+        if (pipeline && !pipeline_splits(step_config(model, candidate, per_node))) continue;
         for (workloads::Recompute recompute : space.recompute) {
           // Selective recompute redoes the attention core, which flash
           // attention already recomputes: the same step, listed once.
           if (recompute == workloads::Recompute::selective && training.flash_attention) continue;
           for (topology::PlacementPolicy policy : space.placements) {
-            auto placement = policy == topology::PlacementPolicy::consecutive ? consecutive : placement_for(policy, group);
-            if (policy != topology::PlacementPolicy::consecutive && *placement == *consecutive) continue;
-            Candidate candidate;
+            const bool consecutive_policy = policy == topology::PlacementPolicy::consecutive;
+            if (pipeline && !consecutive_policy) continue;
+            auto placement = consecutive_policy ? consecutive : placement_for(policy, group);
+            if (!consecutive_policy && *placement == *consecutive) continue;
             candidate.index = candidates.size();
-            candidate.plan = plan;
-            candidate.factors = factors;
-            candidate.training = training;
-            candidate.training.micro_batch_size = size;
             candidate.training.recompute = recompute;
-            candidate.accumulation = accumulation;
             candidate.placement = std::move(placement);
-            candidates.push_back(std::move(candidate));
+            candidates.push_back(candidate);
           }
         }
       }
     }
   }
+  if (candidates.empty()) {
+    std::string sizes;
+    for (std::int64_t size : space.micro_batch_sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
+    throw std::invalid_argument(std::to_string(gpus) + " GPUs: the global batch of " +
+                                std::to_string(training.global_batch_sequences) +
+                                " sequences is not a whole number of micro-batches of " + sizes +
+                                " per data-parallel replica of any plan the search tries");
+  }
   return candidates;
+}
+
+workloads::StepConfig step_config(const workloads::ModelSpec& model, const Candidate& candidate, int gpus_per_node) {
+  workloads::StepConfig config;
+  config.model = model;
+  config.training = candidate.training;
+  config.plan = candidate.plan;
+  config.data_parallel = candidate.data_parallel;
+  config.gpus_per_node = gpus_per_node;
+  config.plan_file = candidate.plan.name;
+  return config;
 }
 
 std::string describe(const Candidate& candidate) {

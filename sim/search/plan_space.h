@@ -1,8 +1,11 @@
-// The plan space `shardsim search` walks (issue 5, TECHNIQUES.md sections 1-3):
+// The plan space `shardsim search` walks (issue 5, TECHNIQUES.md sections 1-5):
 // every AMSP factor triple the dependency rule and mesh filter allow, the
 // named systems (ZeRO-0..3, FSDP FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD(k),
 // MiCS(k), ZeRO++ hpZ(k)), crossed with bucket sizes, micro-batch sizes,
-// recompute choices and rank placements.
+// recompute choices and rank placements; and the pipelines: Megatron-LM's
+// tensor x pipeline (x virtual stages) x data parallelism, and ZeroPP's
+// TP-free pipeline with ZeRO-3 inside each stage, crossed with micro-batch
+// sizes and recompute choices.
 //
 // Named systems start from their bundled presets (workloads/plans), so each
 // keeps its published behaviour ("as implemented" for the DeepSpeed and MiCS
@@ -13,11 +16,27 @@
 // leaf-aware placement is kept only where it differs from the consecutive
 // one, which it does when a sharding group spans nodes that consecutive
 // ranks would spread over several leaf switches.
+//
+// Megatron-LM candidates are the preset megatron-tp4-pp4 (distributed
+// optimizer, both overlaps on, Megatron's buckets) with every tensor size t
+// that divides a node, every pipeline size p of `pipeline_stages` that
+// divides the layers (t = p = 1 is plain data parallelism, left to ZeRO-1),
+// and 1 or 2 virtual stages (2 only where p > 1 and the layers split into
+// 2p chunks); sequence parallelism is on whenever t > 1, as Megatron
+// recommends. ZeroPP candidates are the preset zero-pipeline-pp4 with every
+// p of `pipeline_stages` (2 chunks per stage), scheduling units of p and 2p
+// micro-batches (u v = 2p is the smallest unit that covers a round trip,
+// 4p hides slower backward passes too), ZeRO-3 over a node or over the whole
+// stage, and the optimizer states sharded like the parameters or over the
+// whole stage ("ZeRO-3 + PP + ZeRO-1"). A pipeline candidate is kept only
+// where the model and the batch split the way its compiler requires.
 #pragma once
 
 #include "topology/cluster.h"
 #include "topology/placement.h"
+#include "workloads/model.h"
 #include "workloads/plan.h"
+#include "workloads/step_compiler.h"
 #include "workloads/training.h"
 
 #include <cstdint>
@@ -30,6 +49,9 @@ namespace shardsim::sim {
 struct SearchSpace {
   bool named_systems = true;
   bool amsp = true;
+  bool megatron = true;
+  bool zero_pipeline = true;
+  std::vector<int> pipeline_stages = {2, 4, 8, 16};
   std::vector<double> bucket_bytes = {2.5e8, 1e9};  // reduce and all-gather buckets
   std::vector<std::int64_t> micro_batch_sizes = {1, 2, 4, 8};
   std::vector<workloads::Recompute> recompute = {workloads::Recompute::none, workloads::Recompute::selective,
@@ -43,6 +65,7 @@ struct Candidate {
   workloads::Plan plan;
   workloads::ShardingFactors factors;
   workloads::TrainingConfig training;
+  int data_parallel = 0;          // GPUs / (tensor x pipeline)
   std::int64_t accumulation = 1;  // micro-batches per step
   std::shared_ptr<const topology::Placement> placement;
 };
@@ -52,14 +75,22 @@ struct Candidate {
 std::vector<int> mesh_factors(int gpus, int gpus_per_node);
 
 // The GPUs of the largest sharding group below the whole job (a factor or
-// ZeRO++'s secondary group), which leaf-aware placement packs; 0 if none.
+// ZeRO++'s secondary group), which leaf-aware placement packs; 0 if none,
+// and 0 for the pipelines: Megatron's data-parallel groups are strided by the
+// tensor size, and a pipeline's factors group the GPUs of one stage, not
+// blocks of consecutive ranks a leaf-aware placement could keep together.
 int placement_group_ranks(const workloads::Plan& plan, const workloads::ShardingFactors& factors, int gpus);
 
 // Throws std::invalid_argument with the reason when `gpus` cannot run a job
-// on `cluster` (outside 1..GPUs, more than a node but not whole nodes) or no
-// micro-batch size of the space divides the global batch.
-std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const workloads::TrainingConfig& training,
-                                            const topology::Cluster& cluster, int gpus);
+// on `cluster` (outside 1..GPUs, more than a node but not whole nodes) or
+// leaves no candidate (no micro-batch size of the space splits the global
+// batch over any plan's data-parallel replicas).
+std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const workloads::ModelSpec& model,
+                                            const workloads::TrainingConfig& training, const topology::Cluster& cluster,
+                                            int gpus);
+
+// What compile_step and the memory model need to build the candidate.
+workloads::StepConfig step_config(const workloads::ModelSpec& model, const Candidate& candidate, int gpus_per_node);
 
 // One line naming what the candidate chose: "mics-16, mbs 2, recompute selective, buckets 1 GB, leaf-aware".
 std::string describe(const Candidate& candidate);

@@ -25,7 +25,7 @@ std::string bucket_label(double bytes) {
 
 void print_row(std::ostream& out, std::size_t rank, const Candidate& c, const CandidateResult& r) {
   const SimulatedStep& s = *r.simulation;
-  out << format("%4zu  %-18s %4d %4d %4d %3lld  %-9s %6s  %-11s %9.4f %7.2f %7.0f %9.2f %9.4f %9.1f %9.4f\n", rank,
+  out << format("%4zu  %-20s %4d %4d %4d %3lld  %-9s %6s  %-11s %9.4f %7.2f %7.0f %9.2f %9.4f %9.1f %9.4f\n", rank,
                 c.plan.name.c_str(), c.factors.parameters, c.factors.gradients, c.factors.optimizer,
                 static_cast<long long>(c.training.micro_batch_size), workloads::to_string(c.training.recompute).c_str(),
                 bucket_label(c.plan.buckets.reduce_bytes).c_str(), std::string(topology::to_string(c.placement->policy)).c_str(),
@@ -34,7 +34,7 @@ void print_row(std::ostream& out, std::size_t rank, const Candidate& c, const Ca
 }
 
 void print_header(std::ostream& out) {
-  out << format("%4s  %-18s %4s %4s %4s %3s  %-9s %6s  %-11s %9s %7s %7s %9s %9s %9s %9s\n", "rank", "plan", "f_P", "f_G",
+  out << format("%4s  %-20s %4s %4s %4s %3s  %-9s %6s  %-11s %9s %7s %7s %9s %9s %9s %9s\n", "rank", "plan", "f_P", "f_G",
                 "f_OS", "mbs", "recompute", "bucket", "placement", "step (s)", "MFU %", "TGS", "peak GiB", "exposed",
                 "spine GB", "est. (s)");
 }
@@ -47,8 +47,8 @@ void print_search_table(std::ostream& out, const SearchHeading& heading, const S
   out << format("# shardsim search: %s (%.3f B parameters) on %s, %d GPUs, memory limit %.1f GiB, profile %s\n",
                 heading.model.c_str(), heading.parameters / 1e9, heading.cluster.c_str(), heading.gpus,
                 heading.memory_limit_bytes / kGiB, heading.profile.c_str());
-  out << format("# %zu candidates: %zu over the memory limit (memory model), %zu estimated (analytical, rank 0 "
-                "mirrored), %zu simulated (flow network, every rank), %zu fit and ranked\n",
+  out << format("# %zu candidates: %zu over the memory limit (memory model), %zu estimated (analytical, one rank "
+                "per stage, peers mirrored), %zu simulated (flow network, every rank), %zu fit and ranked\n",
                 result.candidates.size(), over_limit, result.estimated, result.simulated, result.ranked.size());
   out << "# exposed: rank 0's communication not hidden behind compute (s); spine: bytes crossing leaf-to-spine "
          "links; est.: the analytical estimate the plan was picked by\n";

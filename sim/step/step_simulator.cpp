@@ -89,6 +89,17 @@ struct GroupCalls {
   std::deque<Instance> instances;
 };
 
+// What launch() looked up for one (group, kind, root) of call, and the
+// choice for the size it last saw: a step repeats the same few calls
+// thousands of times.
+struct CallChoice {
+  CollectiveOp kind = CollectiveOp::all_reduce;
+  int root = 0;
+  CollectiveChoices::Group* group = nullptr;
+  double bytes = -1;
+  const AlgorithmCandidate* choice = nullptr;
+};
+
 // A communicator's groups told apart by how their GPUs sit on the cluster
 // (GPUs per node, leaf blocks): one representative of each kind and how many
 // groups are like it. The mirror estimate costs a call by its slowest kind.
@@ -124,13 +135,15 @@ class StepSimulation {
   void finish(int rank, std::uint32_t op);
   void arrive(int rank, std::uint32_t op);
   void launch(int communicator, int group, std::uint64_t call);
+  void launch_mirrored(int communicator, int group, std::uint64_t call);
   void land(int communicator, int group, std::uint64_t call);
   void set_moving(int rank, int delta);
   void schedule_kernel(int rank, int stream, RunningKernel& kernel);
-  CollectiveChoices::Group& choices(int communicator, int group, const Instance& instance);
+  CallChoice& choices(int communicator, int group, const Instance& instance);
   std::vector<topology::GpuId> gpus_of(const std::vector<int>& ranks) const;
-  const GroupKinds& group_kinds(int communicator);
-  void launch_mirrored(const Op& op, std::uint32_t index);
+  const GroupKinds& group_kinds(int communicator, int program);
+  int program_of_group(int communicator, int group) const;
+  void choose_played_ranks();
   void check_options() const;
 
   const Op& op_of(int rank, std::uint32_t op) const {
@@ -155,8 +168,10 @@ class StepSimulation {
   std::vector<ProgramIndex> indexes_;
   std::vector<RankState> ranks_;
   std::vector<std::vector<GroupCalls>> calls_;  // [communicator][group]
-  std::map<std::tuple<int, int, CollectiveOp, int>, CollectiveChoices::Group*> groups_;
-  std::map<int, GroupKinds> group_kinds_;  // mirror mode, by communicator
+  std::vector<std::vector<std::vector<CallChoice>>> call_choices_;  // [communicator][group]: one per kind and root
+  std::vector<int> played_;  // the ranks simulated: every rank, or (mirror mode) the representatives
+  std::vector<std::vector<int>> arrivals_needed_;  // [communicator][group]: played members
+  std::map<std::pair<int, int>, GroupKinds> group_kinds_;  // mirror mode, by (communicator, program)
   std::vector<std::pair<int, int>> ready_;  // (rank, stream) to look at
   StepTimeline timeline_;
   bool stopped_ = false;
@@ -179,11 +194,11 @@ StepTimeline StepSimulation::run() {
   for (std::size_t c = 0; c < program_.communicators.size(); ++c) {
     calls_[c].resize(program_.communicators[c].groups.size());
   }
-  const int played = options_.mirror_ranks ? 1 : program_.ranks;
-  ranks_.resize(static_cast<std::size_t>(played));
+  choose_played_ranks();
+  ranks_.resize(static_cast<std::size_t>(program_.ranks));
   timeline_.ops.resize(ranks_.size());
   timeline_.peak_memory.resize(ranks_.size());
-  for (int rank = 0; rank < played; ++rank) {
+  for (int rank : played_) {
     RankState& state = ranks_[static_cast<std::size_t>(rank)];
     state.program = program_.program_of_rank[static_cast<std::size_t>(rank)];
     const RankProgram& rank_program = program_.program_of(rank);
@@ -209,7 +224,7 @@ StepTimeline StepSimulation::run() {
   while (!stopped_ && engine_.step()) {
   }
   if (!stopped_ && finished_ != total_ops_) {
-    for (int rank = 0; rank < played; ++rank) {
+    for (int rank : played_) {
       const auto& ops = timeline_.ops[static_cast<std::size_t>(rank)];
       for (std::size_t i = 0; i < ops.size(); ++i) {
         if (ops[i].end < 0) {
@@ -344,10 +359,6 @@ void StepSimulation::finish(int rank, std::uint32_t index) {
 
 void StepSimulation::arrive(int rank, std::uint32_t index) {
   const Op& op = op_of(rank, index);
-  if (options_.mirror_ranks) {
-    launch_mirrored(op, index);
-    return;
-  }
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const auto& communicator = program_.communicators[static_cast<std::size_t>(op.communicator)];
   const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
@@ -364,7 +375,59 @@ void StepSimulation::arrive(int rank, std::uint32_t index) {
                            " meets a different call on communicator " + communicator.name);
   }
   instance.members.emplace_back(rank, index);
-  if (++instance.arrived == communicator.group_size()) launch(op.communicator, group, call);
+  if (++instance.arrived < arrivals_needed_[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)]) {
+    return;
+  }
+  if (options_.mirror_ranks) {
+    launch_mirrored(op.communicator, group, call);
+  } else {
+    launch(op.communicator, group, call);
+  }
+}
+
+void StepSimulation::choose_played_ranks() {
+  const auto& communicators = program_.communicators;
+  arrivals_needed_.resize(communicators.size());
+  if (!options_.mirror_ranks) {
+    played_.resize(static_cast<std::size_t>(program_.ranks));
+    for (int rank = 0; rank < program_.ranks; ++rank) played_[static_cast<std::size_t>(rank)] = rank;
+    for (std::size_t c = 0; c < communicators.size(); ++c) {
+      arrivals_needed_[c].assign(communicators[c].groups.size(), communicators[c].group_size());
+    }
+    return;
+  }
+  // Rank 0 and, transitively, every member of a group of a played rank in
+  // which ranks run different op lists (the pipeline's stage pairs). A group
+  // whose members all run one op list mirrors its played member.
+  std::vector<char> is_played(static_cast<std::size_t>(program_.ranks), 0);
+  is_played[0] = 1;
+  played_ = {0};
+  for (std::size_t next = 0; next < played_.size(); ++next) {
+    const int rank = played_[next];
+    const int program = program_.program_of_rank[static_cast<std::size_t>(rank)];
+    for (const auto& communicator : communicators) {
+      const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
+      if (group < 0) continue;
+      const auto& members = communicator.groups[static_cast<std::size_t>(group)];
+      const bool mixed = std::any_of(members.begin(), members.end(), [&](int member) {
+        return program_.program_of_rank[static_cast<std::size_t>(member)] != program;
+      });
+      if (!mixed) continue;
+      for (int member : members) {
+        if (is_played[static_cast<std::size_t>(member)]) continue;
+        is_played[static_cast<std::size_t>(member)] = 1;
+        played_.push_back(member);
+      }
+    }
+  }
+  std::sort(played_.begin(), played_.end());
+  for (std::size_t c = 0; c < communicators.size(); ++c) {
+    arrivals_needed_[c].assign(communicators[c].groups.size(), 0);
+    for (int rank : played_) {
+      const int group = communicators[c].group_of_rank[static_cast<std::size_t>(rank)];
+      if (group >= 0) ++arrivals_needed_[c][static_cast<std::size_t>(group)];
+    }
+  }
 }
 
 void StepSimulation::check_options() const {
@@ -378,9 +441,6 @@ void StepSimulation::check_options() const {
     if (options_.network == NetworkMode::flow) {
       throw std::invalid_argument("mirror_ranks needs the analytical or table network: flows need every rank");
     }
-    if (program_.programs.size() != 1) {
-      throw std::invalid_argument("mirror_ranks needs every rank to run the same op list");
-    }
   }
 }
 
@@ -392,21 +452,42 @@ std::vector<topology::GpuId> StepSimulation::gpus_of(const std::vector<int>& ran
   return gpus;
 }
 
-CollectiveChoices::Group& StepSimulation::choices(int communicator, int group, const Instance& instance) {
-  auto& entry = groups_[{communicator, group, instance.kind, instance.root}];
-  if (!entry) {
-    const auto& ranks = program_.communicators[static_cast<std::size_t>(communicator)].groups[static_cast<std::size_t>(group)];
-    entry = &choices_.group(gpus_of(ranks), CollectiveCall{instance.kind, instance.root});
+CallChoice& StepSimulation::choices(int communicator, int group, const Instance& instance) {
+  if (call_choices_.empty()) call_choices_.resize(program_.communicators.size());
+  auto& of_communicator = call_choices_[static_cast<std::size_t>(communicator)];
+  if (of_communicator.empty()) {
+    of_communicator.resize(program_.communicators[static_cast<std::size_t>(communicator)].groups.size());
   }
-  return *entry;
+  auto& calls = of_communicator[static_cast<std::size_t>(group)];
+  auto found = std::find_if(calls.begin(), calls.end(), [&](const CallChoice& c) {
+    return c.kind == instance.kind && c.root == instance.root;
+  });
+  if (found == calls.end()) {
+    const auto& ranks = program_.communicators[static_cast<std::size_t>(communicator)].groups[static_cast<std::size_t>(group)];
+    calls.push_back({instance.kind, instance.root, &choices_.group(gpus_of(ranks), CollectiveCall{instance.kind, instance.root})});
+    found = calls.end() - 1;
+  }
+  if (found->bytes != instance.bytes) {
+    found->bytes = instance.bytes;
+    found->choice = &found->group->choose(instance.bytes);
+  }
+  return *found;
 }
 
-const GroupKinds& StepSimulation::group_kinds(int communicator) {
-  auto [it, added] = group_kinds_.try_emplace(communicator);
+int StepSimulation::program_of_group(int communicator, int group) const {
+  const auto& ranks = program_.communicators[static_cast<std::size_t>(communicator)].groups[static_cast<std::size_t>(group)];
+  return program_.program_of_rank[static_cast<std::size_t>(ranks.front())];
+}
+
+const GroupKinds& StepSimulation::group_kinds(int communicator, int program) {
+  auto [it, added] = group_kinds_.try_emplace({communicator, program});
   if (!added) return it->second;
   using Shape = std::pair<std::vector<int>, int>;  // GPUs per node (sorted), leaf blocks
   std::map<Shape, std::size_t> kind_of_shape;
-  for (const auto& ranks : program_.communicators[static_cast<std::size_t>(communicator)].groups) {
+  const auto& groups = program_.communicators[static_cast<std::size_t>(communicator)].groups;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (program_of_group(communicator, static_cast<int>(g)) != program) continue;
+    const auto& ranks = groups[g];
     auto gpus = gpus_of(ranks);
     std::map<int, int> per_node;
     std::map<int, int> blocks;
@@ -428,28 +509,30 @@ const GroupKinds& StepSimulation::group_kinds(int communicator) {
   return it->second;
 }
 
-void StepSimulation::launch_mirrored(const Op& op, std::uint32_t index) {
+void StepSimulation::launch_mirrored(int communicator, int group, std::uint64_t call) {
+  GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
+  const Instance& instance = calls.instances[call - calls.first];
   ++timeline_.collectives;
-  set_moving(0, +1);
-  const GroupKinds& kinds = group_kinds(op.communicator);
+  for (const auto& [rank, op] : instance.members) set_moving(rank, +1);
+  // The call stands for the same call on every group its played members
+  // mirror: those whose ranks run the same op list.
+  const GroupKinds& kinds = group_kinds(communicator, program_of_group(communicator, group));
   double seconds = 0;
-  if (program_.communicators[static_cast<std::size_t>(op.communicator)].group_size() > 1 && op.bytes > 0) {
+  if (program_.communicators[static_cast<std::size_t>(communicator)].group_size() > 1 && instance.bytes > 0) {
+    const CollectiveCall kind{instance.kind, instance.root};
     for (std::size_t k = 0; k < kinds.representatives.size(); ++k) {
-      CollectiveChoices::Group& group = choices_.group(kinds.representatives[k], CollectiveCall{op.collective, op.root});
-      const AlgorithmCandidate& choice = group.choose(op.bytes);
+      CollectiveChoices::Group& chosen = choices_.group(kinds.representatives[k], kind);
+      const AlgorithmCandidate& choice = chosen.choose(instance.bytes);
       const double measured = options_.network == NetworkMode::table
-                                  ? measured_collective_seconds(profile_, op.collective, group.layout().size(),
-                                                                group.layout().node_count(), op.bytes)
+                                  ? measured_collective_seconds(profile_, instance.kind, chosen.layout().size(),
+                                                                chosen.layout().node_count(), instance.bytes)
                                   : -1.0;
-      seconds = std::max(seconds, measured >= 0 ? measured : choice.cost.seconds(op.bytes));
-      timeline_.spine_bytes += kinds.counts[k] * group.spine_bytes_per_byte(choice) * op.bytes;
+      seconds = std::max(seconds, measured >= 0 ? measured : choice.cost.seconds(instance.bytes));
+      timeline_.spine_bytes += kinds.counts[k] * chosen.spine_bytes_per_byte(choice) * instance.bytes;
     }
   }
-  engine_.schedule_after(picoseconds_from_seconds(seconds), [this, index] {
-    set_moving(0, -1);
-    finish(0, index);
-    drain();
-  });
+  engine_.schedule_after(picoseconds_from_seconds(seconds),
+                         [this, communicator, group, call] { land(communicator, group, call); });
 }
 
 void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
@@ -461,8 +544,9 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
     engine_.schedule_after(0, [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
-  CollectiveChoices::Group& chosen = choices(communicator, group, instance);
-  const AlgorithmCandidate& choice = chosen.choose(instance.bytes);
+  CallChoice& call_choice = choices(communicator, group, instance);
+  CollectiveChoices::Group& chosen = *call_choice.group;
+  const AlgorithmCandidate& choice = *call_choice.choice;
   if (!network_) {
     const double measured =
         options_.network == NetworkMode::table

@@ -21,12 +21,16 @@
 //     stops the simulation: the Timeline reports where and with what
 //     breakdown instead of simulating past it.
 //
-// mirror_ranks is the search's fast estimate: only rank 0 is played, and
-// every peer is taken to mirror it, so a collective starts as soon as rank 0
-// issues it and takes the analytical (or table) time of the slowest group of
-// its communicator, groups told apart by how their GPUs sit on nodes and
-// leaves. For a data-parallel Program on congruent groups it equals the
-// analytical mode, rank 0's timeline, at a thousandth of the work on 1024 ranks.
+// mirror_ranks is the search's fast estimate. Only representatives are
+// played: rank 0 and, transitively, every member of a group of a played rank
+// whose members run different op lists (a pipeline's stage pairs), so one
+// rank per stage. Every other rank is taken to mirror the played rank of its
+// op list: a collective starts as soon as its played members have issued it
+// and takes the analytical (or table) time of the slowest of the groups it
+// stands for (those of its communicator whose ranks run the same op list),
+// groups told apart by how their GPUs sit on nodes and leaves. On congruent
+// groups it equals the analytical mode on the played ranks' timelines, at a
+// thousandth of the work on 1024 ranks; the other ranks' timelines are empty.
 #pragma once
 
 #include "calib/profile.h"
@@ -49,6 +53,8 @@ using MemoryBytes = std::array<double, workloads::kMemoryCategoryCount>;
 struct OpTiming {
   TimePs start = -1;  // when it began to occupy its stream (issued, for a collective)
   TimePs end = -1;
+
+  bool operator==(const OpTiming&) const = default;
 };
 
 struct MemoryPeak {
@@ -90,8 +96,7 @@ struct StepSimulationOptions {
 
 // Throws InputError when the Program has more ranks than the cluster has GPUs
 // or the profile lacks a dtype the Program uses; std::invalid_argument for a
-// gpu_of_rank of the wrong size, or mirror_ranks on the flow network or on a
-// Program whose ranks run different op lists.
+// gpu_of_rank of the wrong size, or mirror_ranks on the flow network.
 StepTimeline simulate_step(const workloads::Program& program, const topology::Cluster& cluster,
                            const topology::Router& router, const calib::Profile& profile,
                            const StepSimulationOptions& options = {});

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Planner against search (issue 5): for each AMSP scenario at 64 and 1024
 # GPUs of the A800 cluster, the plan `shardsim search` picks next to AMSP's
-# published factors run under the same cluster, profile and batch.
+# published factors run under the same cluster, profile and batch. The search
+# walks the data-parallel systems AMSP compares with (--systems named,amsp).
 # Regenerate from the repository root: sh results/amsp/search/run.sh
 # Writes results/amsp/search/{summary.csv, <model>-<gpus>.txt (table and --explain 1),
 # <model>-<gpus>.csv (every candidate), <model>-<gpus>.published.json (the published plan's run)}.
@@ -16,7 +17,7 @@ for model in llama-7b llama-13b llama-30b; do
   esac
   for gpus in 64 1024; do
     name="$model-$gpus"
-    "$bin" search --cluster a800-1024 --model $model --gpus $gpus --csv "$here/$name.csv" --explain 1 > "$here/$name.txt"
+    "$bin" search --cluster a800-1024 --model $model --gpus $gpus --systems named,amsp --csv "$here/$name.csv" --explain 1 > "$here/$name.txt"
     "$bin" run --cluster a800-1024 --model $model --plan $plan --training $training --gpus $gpus --json > "$here/$name.published.json"
   done
 done
