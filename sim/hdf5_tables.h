@@ -57,6 +57,9 @@ void write_table(hid_t file, const char* name, hid_t type, const std::vector<Row
   Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "property list");
   const hsize_t chunk = std::max<hsize_t>(1, std::min<hsize_t>(count, 4096));
   H5Pset_chunk(properties, 1, &chunk);
+  // HDF5 stamps each object with the wall-clock time by default: same inputs
+  // must give the same bytes.
+  H5Pset_obj_track_times(properties, false);
   Handle dataset(H5Dcreate2(file, name, type, space, H5P_DEFAULT, properties, H5P_DEFAULT), H5Dclose, name);
   if (!rows.empty() && H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
     throw std::runtime_error(std::string("HDF5: cannot write ") + name);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # shardsim search as a user runs it, on a 2-node cluster and a small batch:
 # the table, CSV and HDF5 come out; pipelines are searched when asked for;
-# under `mpirun --oversubscribe -np 2` the
-# output and the CSV equal the serial run's byte for byte; a memory limit
+# under `mpirun --oversubscribe -np 2` the output, the CSV and the HDF5
+# equal the serial run's byte for byte; a memory limit
 # below every plan says "nothing fits" with the smallest plan's breakdown
 # and exits 1; GPU counts the cluster cannot hold exit 2 with the reason.
 set -eu
@@ -30,6 +30,7 @@ test -s serial.h5
 timeout 300 mpirun --oversubscribe -np 2 $search --gpus 16 $small --csv mpi.csv --h5 mpi.h5 --explain 1 > mpi.txt
 cmp serial.txt mpi.txt
 cmp serial.csv mpi.csv
+cmp serial.h5 mpi.h5  # written seconds apart: no wall-clock stamps inside
 
 $search --gpus 16 $small --json > ranked.json
 grep -q '"ranked"' ranked.json
