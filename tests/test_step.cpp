@@ -491,6 +491,79 @@ TEST_CASE("compute slows by the profile's interference factor while a collective
   REQUIRE(seconds_from_picoseconds(slowed.ops[0][0].end) == Approx(expected).epsilon(1e-9));
 }
 
+namespace {
+
+// One rank: kernels k0 -> k1 -> k2 of 1 ms each on the compute stream, and on
+// a side stream either a 1 ms kernel waiting for k1 or, at 1.5 ms, an
+// allocation larger than the GPU.
+Program kernel_run_program(bool side_allocation) {
+  Program program;
+  program.ranks = 1;
+  program.streams = {"compute", "side"};
+  RankProgram p;
+  for (int k = 0; k < 3; ++k) {
+    Op kernel;
+    kernel.kind = OpKind::compute;
+    kernel.kernel = KernelClass::elementwise;
+    kernel.name = "k" + std::to_string(k);
+    kernel.hbm_bytes = 1e9;  // 1 ms at 1 TB/s
+    if (k > 0) kernel.deps = {static_cast<std::uint32_t>(k - 1)};
+    p.ops.push_back(kernel);
+  }
+  Op side = p.ops.front();
+  side.name = "side";
+  side.stream = 1;
+  if (side_allocation) {
+    side.hbm_bytes = 1.5e9;
+    Op allocation;
+    allocation.kind = OpKind::memory;
+    allocation.name = "too_much.alloc";
+    allocation.stream = 1;
+    allocation.bytes = 1e15;
+    allocation.deps = {3};
+    p.ops.push_back(side);
+    p.ops.push_back(allocation);
+  } else {
+    side.deps = {1};
+    p.ops.push_back(side);
+  }
+  program.programs.push_back(p);
+  program.program_of_rank.push_back(0);
+  validate_program(program);
+  return program;
+}
+
+}  // namespace
+
+TEST_CASE("a run of kernels that nothing else waits for costs one event, with each kernel's own times",
+          "[step][kernel]") {
+  const TimePs ms = picoseconds_from_seconds(1e-3);
+  const sim::StepTimeline timeline = simulate_pair(kernel_run_program(false));
+  const auto& t = timeline.ops[0];
+  for (int k = 0; k < 3; ++k) {
+    CHECK(t[static_cast<std::size_t>(k)].start == k * ms);
+    CHECK(t[static_cast<std::size_t>(k)].end == (k + 1) * ms);
+  }
+  CHECK(t[3].start == 2 * ms);  // the side kernel waits for k1
+  CHECK(t[3].end == 3 * ms);
+  // k0 folds into k1's event; k1 has a waiter besides k2, so k2 and the side
+  // kernel have events of their own: 3, not 4.
+  CHECK(timeline.events == 3);
+
+  // An allocation fails at 1.5 ms, while k1 runs: the timeline holds what had
+  // happened by then, as if every kernel had had its own event.
+  const sim::StepTimeline failed = simulate_pair(kernel_run_program(true));
+  REQUIRE(failed.out_of_memory.has_value());
+  CHECK(failed.out_of_memory->when == ms + ms / 2);
+  const auto& f = failed.ops[0];
+  CHECK(f[0].start == 0);
+  CHECK(f[0].end == ms);
+  CHECK(f[1].start == ms);
+  CHECK(f[1].end == -1);
+  CHECK(f[2].start == -1);
+  CHECK(f[2].end == -1);
+}
+
 TEST_CASE("the same inputs give the same timeline; flow and analytical agree without contention", "[step][determinism]") {
   const Program program = compile_step(step_config("zero3", 16, 2));
   const sim::StepTimeline a = simulate(program), b = simulate(program);

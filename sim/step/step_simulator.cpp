@@ -133,12 +133,14 @@ class StepSimulation {
   void try_stream(int rank, int stream);
   void start(int rank, std::uint32_t op);
   void finish(int rank, std::uint32_t op);
+  void count_finished();
   void arrive(int rank, std::uint32_t op);
   void launch(int communicator, int group, std::uint64_t call);
   void launch_mirrored(int communicator, int group, std::uint64_t call);
   void land(int communicator, int group, std::uint64_t call);
   void set_moving(int rank, int delta);
   void schedule_kernel(int rank, int stream, RunningKernel& kernel);
+  std::pair<std::uint32_t, TimePs> run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end);
   CallChoice& choices(int communicator, int group, const Instance& instance);
   std::vector<topology::GpuId> gpus_of(const std::vector<int>& ranks) const;
   const GroupKinds& group_kinds(int communicator, int program);
@@ -223,6 +225,17 @@ StepTimeline StepSimulation::run() {
   drain();
   while (!stopped_ && engine_.step()) {
   }
+  if (timeline_.out_of_memory) {
+    // Runs of kernels wrote their times ahead (run_kernels); the timeline
+    // holds only what had happened when the allocation failed.
+    const TimePs failed = timeline_.out_of_memory->when;
+    for (auto& ops : timeline_.ops) {
+      for (OpTiming& timing : ops) {
+        if (timing.start > failed) timing.start = -1;
+        if (timing.end > failed) timing.end = -1;
+      }
+    }
+  }
   if (!stopped_ && finished_ != total_ops_) {
     for (int rank : played_) {
       const auto& ops = timeline_.ops[static_cast<std::size_t>(rank)];
@@ -297,8 +310,9 @@ void StepSimulation::start(int rank, std::uint32_t index) {
                   engine_.now(), kNoEvent, true};
         schedule_kernel(rank, op.stream, kernel);
       } else {
-        engine_.schedule_after(work, [this, rank, index] {
-          finish(rank, index);
+        const auto [last, end] = run_kernels(rank, op.stream, index, engine_.now() + work);
+        engine_.schedule_at(end, [this, rank, last] {
+          finish(rank, last);
           drain();
         });
       }
@@ -309,6 +323,38 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       arrive(rank, index);
       return;
   }
+}
+
+// Kernels at full speed end when they start plus their duration, so a run of
+// them needs one event, not one each: while nothing but the stream's next op
+// waits for the kernel, and that op is a kernel whose other dependencies
+// have all ended, the next kernel starts exactly when this one ends. Returns
+// the run's last kernel and its end; the ones before it are finished here.
+std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end) {
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const ProgramIndex& index = index_of(rank);
+  const auto& order = index.stream_ops[static_cast<std::size_t>(stream)];
+  auto& head = state.stream_head[static_cast<std::size_t>(stream)];
+  auto& timings = timeline_.ops[static_cast<std::size_t>(rank)];
+  std::uint32_t op = first;
+  TimePs end = first_end;
+  while (head < order.size()) {
+    const std::uint32_t next = order[head];
+    if (op_of(rank, next).kind != OpKind::compute) break;
+    const std::uint32_t* dependent = index.dependents.data() + index.dependents_begin[op];
+    const std::uint32_t* dependents_end = index.dependents.data() + index.dependents_begin[op + 1];
+    const bool next_waits = dependent != dependents_end;
+    if (std::any_of(dependent, dependents_end, [&](std::uint32_t d) { return d != next; })) break;
+    if (state.pending[next] != (next_waits ? 1u : 0u)) break;
+    state.pending[next] = 0;
+    timings[op].end = end;
+    count_finished();
+    ++head;
+    op = next;
+    timings[op].start = end;
+    end += index.kernel_duration[op];
+  }
+  return {op, end};
 }
 
 void StepSimulation::schedule_kernel(int rank, int stream, RunningKernel& kernel) {
@@ -351,6 +397,10 @@ void StepSimulation::finish(int rank, std::uint32_t index) {
     const std::uint32_t dependent = program_index.dependents[d];
     if (--state.pending[dependent] == 0) ready_.emplace_back(rank, op_of(rank, dependent).stream);
   }
+  count_finished();
+}
+
+void StepSimulation::count_finished() {
   if (++finished_ >= next_progress_ && options_.on_progress) {
     options_.on_progress(static_cast<double>(finished_) / static_cast<double>(total_ops_));
     next_progress_ = finished_ + std::max<std::size_t>(total_ops_ / 100, 1);
