@@ -86,12 +86,8 @@ void FlowNetwork::activate(FlowId id) {
     if (!completing_) arm_wakeup();
     return;
   }
-  flow.slot_in_link.resize(flow.usage.size());
-  for (std::size_t i = 0; i < flow.usage.size(); ++i) {
-    auto& members = link_flows_[static_cast<std::size_t>(flow.usage[i].link)];
-    flow.slot_in_link[i] = static_cast<std::uint32_t>(members.size());
-    members.push_back(id);
-  }
+  flow.on_links = true;
+  for (const LinkUse& use : flow.usage) link_flows_[static_cast<std::size_t>(use.link)].push_back(id);
   dirty_flows_.push_back(id);
   request_recompute();
 }
@@ -220,18 +216,8 @@ void FlowNetwork::detach_finished(const std::vector<LinkId>& links) {
   for (LinkId link : links) {
     auto& members = link_flows_[static_cast<std::size_t>(link)];
     std::size_t kept = 0;
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      const FlowId f = members[i];
-      Flow& flow = flows_[f];
-      if (flow.state != State::active) continue;
-      if (kept != i) {
-        // Point the moved flow's entry for this link at its new slot (usage
-        // is sorted by link, see start()).
-        const auto entry = std::lower_bound(flow.usage.begin(), flow.usage.end(), link,
-                                            [](const LinkUse& use, LinkId l) { return use.link < l; });
-        flow.slot_in_link[static_cast<std::size_t>(entry - flow.usage.begin())] = static_cast<std::uint32_t>(kept);
-      }
-      members[kept++] = f;
+    for (const FlowId f : members) {
+      if (flows_[f].state == State::active) members[kept++] = f;
     }
     members.resize(kept);
     dirty_links_.push_back(link);
@@ -253,7 +239,7 @@ void FlowNetwork::complete_due_flows() {
     due_.pop_back();
     if (!live) continue;
     for (const LinkUse& use : flow.usage) {
-      if (!flow.slot_in_link.empty() && link_visit_mark_[static_cast<std::size_t>(use.link)] != visit_epoch_) {
+      if (flow.on_links && link_visit_mark_[static_cast<std::size_t>(use.link)] != visit_epoch_) {
         link_visit_mark_[static_cast<std::size_t>(use.link)] = visit_epoch_;
         freed_links.push_back(use.link);
       }
@@ -270,7 +256,6 @@ void FlowNetwork::complete_due_flows() {
     Flow& flow = flows_[f];
     for (const LinkUse& use : flow.usage) finished_link_bytes_[static_cast<std::size_t>(use.link)] += use.weight * flow.bytes;
     std::vector<LinkUse>().swap(flow.usage);
-    std::vector<std::uint32_t>().swap(flow.slot_in_link);
   }
   for (FlowId f : done) {
     Completion callback = std::move(flows_[f].on_complete);

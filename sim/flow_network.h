@@ -62,7 +62,6 @@ class FlowNetwork {
   enum class State { waiting, active, done };
   struct Flow {
     std::vector<LinkUse> usage;
-    std::vector<std::uint32_t> slot_in_link;  // position in link_flows_[usage[i].link]
     double bytes = 0;
     double remaining = 0;
     double rate = 0;
@@ -70,6 +69,7 @@ class FlowNetwork {
     std::uint32_t version = 0;  // invalidates stale completion-heap entries
     std::uint32_t visit_mark = 0;
     State state = State::waiting;
+    bool on_links = false;  // listed in link_flows_ (a flow with links and bytes to move)
     Completion on_complete;
   };
   struct Due {
