@@ -101,6 +101,9 @@ int run_bench(const std::string& cluster, int repeat) {
       {"full plan search, LLaMA-30B on all 1024 GPUs of " + cluster,
        {"search", "--cluster", cluster, "--model", "llama-30b"},
        "< 60 s"},
+      {"full plan search, LLaMA-65B on all 1024 GPUs of " + cluster + " (pipelines win)",
+       {"search", "--cluster", cluster, "--model", "llama-65b"},
+       "< 60 s"},
   };
   std::printf("# shardsim bench: whole process per case, best wall time of %d runs, peak RSS\n", repeat);
   std::printf("%-80s %10s %14s  %s\n", "case", "wall (s)", "peak RSS (MiB)", "target");
