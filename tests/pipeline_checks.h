@@ -7,10 +7,13 @@
 #include "sim/step/step_simulator.h"
 #include "sim/step/timeline_check.h"
 #include "workloads/model.h"
+#include "workloads/plan.h"
 #include "workloads/program.h"
+#include "workloads/step_compiler.h"
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +35,29 @@ inline workloads::ModelSpec small_pipeline_model(int layers) {
   model.vocab = 1024;
   model.max_positions = 1024;
   return model;
+}
+
+// `plan` on `data` data-parallel replicas of `layers` layers of that model,
+// each replica taking `micro_batches` sequences of 512 tokens per step, on
+// nodes of 8 GPUs; the caller sets the plan's model_parallel block.
+inline workloads::StepConfig pipeline_step(const std::string& plan, int layers, int data, int micro_batches) {
+  workloads::StepConfig config;
+  config.model = small_pipeline_model(layers);
+  config.training.sequence_length = 512;
+  config.training.micro_batch_size = 1;
+  config.training.global_batch_sequences = static_cast<std::int64_t>(data) * micro_batches;
+  config.plan = workloads::load_plan(plan);
+  config.data_parallel = data;
+  config.gpus_per_node = 8;
+  config.plan_file = "plan.json";
+  config.training_file = "training.json";
+  return config;
+}
+
+// The cluster both compilers' tests simulate on.
+inline const World& pipeline_world() {
+  static const World w("dgx-a100-2node");
+  return w;
 }
 
 // Bytes of every one-way send, summed over the ranks that send them and

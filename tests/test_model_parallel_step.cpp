@@ -27,24 +27,12 @@ namespace {
 
 StepConfig megatron(int tensor, int pipeline, int data, int micro_batches, bool sequence_parallel = false,
                     int virtual_stages = 1) {
-  StepConfig config;
-  config.model = test::small_pipeline_model(virtual_stages > 1 ? 8 : 4);
-  config.training.sequence_length = 512;
-  config.training.micro_batch_size = 1;
-  config.training.global_batch_sequences = static_cast<std::int64_t>(data) * micro_batches;
-  config.plan = load_plan("megatron-dp");
+  StepConfig config = test::pipeline_step("megatron-dp", virtual_stages > 1 ? 8 : 4, data, micro_batches);
   config.plan.model_parallel = {tensor, pipeline, virtual_stages, sequence_parallel};
-  config.data_parallel = data;
-  config.gpus_per_node = 8;
-  config.plan_file = "plan.json";
-  config.training_file = "training.json";
   return config;
 }
 
-const test::World& world() {
-  static const test::World w("dgx-a100-2node");
-  return w;
-}
+const test::World& world() { return test::pipeline_world(); }
 
 double tensor_parallel_bytes_sent(const Program& program, int rank) {
   double sent = 0;

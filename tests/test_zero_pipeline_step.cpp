@@ -28,25 +28,13 @@ namespace {
 // p stages of v chunks over p x data GPUs, m micro-batches per pipeline in
 // units of u; factors as written (0 = all).
 StepConfig zero_pipeline(int p, int v, int data, int m, int u, FactorSpec factors) {
-  StepConfig config;
-  config.model = test::small_pipeline_model(2 * p * v);
-  config.training.sequence_length = 512;
-  config.training.micro_batch_size = 1;
-  config.training.global_batch_sequences = static_cast<std::int64_t>(data) * m;
-  config.plan = load_plan("zero-pipeline-pp4");
+  StepConfig config = test::pipeline_step("zero-pipeline-pp4", 2 * p * v, data, m);
   config.plan.factors = factors;
   config.plan.model_parallel = {1, p, v, false, u};
-  config.data_parallel = data;
-  config.gpus_per_node = 8;
-  config.plan_file = "plan.json";
-  config.training_file = "training.json";
   return config;
 }
 
-const test::World& world() {
-  static const test::World w("dgx-a100-2node");
-  return w;
-}
+const test::World& world() { return test::pipeline_world(); }
 
 // Bytes of the stage's calls of one kind on one communicator.
 double call_bytes(const Program& program, int stage, const std::string& communicator, CollectiveOp kind) {

@@ -137,6 +137,10 @@ class StepSimulation {
   void launch(int communicator, int group, std::uint64_t call);
   void launch_mirrored(int communicator, int group, std::uint64_t call);
   void land(int communicator, int group, std::uint64_t call);
+  // Without flows: the profile's measured time in table mode where it has
+  // one, else the choice's alpha-beta cost.
+  double call_seconds(const CollectiveChoices::Group& group, const AlgorithmCandidate& choice,
+                      const Instance& instance) const;
   void set_moving(int rank, int delta);
   void schedule_kernel(int rank, int stream, RunningKernel& kernel);
   std::pair<std::uint32_t, TimePs> run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end);
@@ -192,8 +196,10 @@ StepTimeline StepSimulation::run() {
     indexes_.push_back(index_program(rank_program, streams, profile_));
   }
   calls_.resize(program_.communicators.size());
+  call_choices_.resize(program_.communicators.size());
   for (std::size_t c = 0; c < program_.communicators.size(); ++c) {
     calls_[c].resize(program_.communicators[c].groups.size());
+    call_choices_[c].resize(program_.communicators[c].groups.size());
   }
   choose_played_ranks();
   ranks_.resize(static_cast<std::size_t>(program_.ranks));
@@ -502,12 +508,7 @@ std::vector<topology::GpuId> StepSimulation::gpus_of(const std::vector<int>& ran
 }
 
 CallChoice& StepSimulation::choices(int communicator, int group, const Instance& instance) {
-  if (call_choices_.empty()) call_choices_.resize(program_.communicators.size());
-  auto& of_communicator = call_choices_[static_cast<std::size_t>(communicator)];
-  if (of_communicator.empty()) {
-    of_communicator.resize(program_.communicators[static_cast<std::size_t>(communicator)].groups.size());
-  }
-  auto& calls = of_communicator[static_cast<std::size_t>(group)];
+  auto& calls = call_choices_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
   auto found = std::find_if(calls.begin(), calls.end(), [&](const CallChoice& c) {
     return c.kind == instance.kind && c.root == instance.root;
   });
@@ -572,16 +573,22 @@ void StepSimulation::launch_mirrored(int communicator, int group, std::uint64_t 
     for (std::size_t k = 0; k < kinds.representatives.size(); ++k) {
       CollectiveChoices::Group& chosen = choices_.group(kinds.representatives[k], kind);
       const AlgorithmCandidate& choice = chosen.choose(instance.bytes);
-      const double measured = options_.network == NetworkMode::table
-                                  ? measured_collective_seconds(profile_, instance.kind, chosen.layout().size(),
-                                                                chosen.layout().node_count(), instance.bytes)
-                                  : -1.0;
-      seconds = std::max(seconds, measured >= 0 ? measured : choice.cost.seconds(instance.bytes));
+      seconds = std::max(seconds, call_seconds(chosen, choice, instance));
       timeline_.spine_bytes += kinds.counts[k] * chosen.spine_bytes_per_byte(choice) * instance.bytes;
     }
   }
   engine_.schedule_after(picoseconds_from_seconds(seconds),
                          [this, communicator, group, call] { land(communicator, group, call); });
+}
+
+double StepSimulation::call_seconds(const CollectiveChoices::Group& group, const AlgorithmCandidate& choice,
+                                    const Instance& instance) const {
+  if (options_.network == NetworkMode::table) {
+    const double measured = measured_collective_seconds(profile_, instance.kind, group.layout().size(),
+                                                        group.layout().node_count(), instance.bytes);
+    if (measured >= 0) return measured;
+  }
+  return choice.cost.seconds(instance.bytes);
 }
 
 void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
@@ -597,13 +604,8 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
   CollectiveChoices::Group& chosen = *call_choice.group;
   const AlgorithmCandidate& choice = *call_choice.choice;
   if (!network_) {
-    const double measured =
-        options_.network == NetworkMode::table
-            ? measured_collective_seconds(profile_, instance.kind, chosen.layout().size(), chosen.layout().node_count(),
-                                          instance.bytes)
-            : -1.0;
     timeline_.spine_bytes += chosen.spine_bytes_per_byte(choice) * instance.bytes;
-    engine_.schedule_after(picoseconds_from_seconds(measured >= 0 ? measured : choice.cost.seconds(instance.bytes)),
+    engine_.schedule_after(picoseconds_from_seconds(call_seconds(chosen, choice, instance)),
                            [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
