@@ -23,7 +23,9 @@ bool algorithm_allowed(CollectiveOp op, Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::ring:
       return op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv && op != CollectiveOp::send;
-    case Algorithm::tree: return op == CollectiveOp::all_reduce;
+    case Algorithm::tree:
+    case Algorithm::nvls:
+    case Algorithm::nvls_tree: return op == CollectiveOp::all_reduce;
     case Algorithm::direct:
       return op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv || op == CollectiveOp::send;
     case Algorithm::hierarchical: return false;

@@ -23,12 +23,17 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def simulate(shardsim, cluster, group, op, sizes):
+def simulate(shardsim, cluster, group, op, algo, sizes):
     """busbw and algorithm per size, from one sweep covering all the sizes."""
+    gpus = []
+    if ":" in group:  # "all:16": the first 16 GPUs
+        group, count = group.split(":")
+        gpus = ["--gpus", count]
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "sim.csv"
-        subprocess.run([shardsim, "collective", "--cluster", cluster, "--group", group, "--op", op,
-                        "-b", str(min(sizes)), "-e", str(max(sizes)), "-f", "2", "--csv", str(out)],
+        subprocess.run([shardsim, "collective", "--cluster", cluster, "--group", group, *gpus, "--op", op,
+                        "--algo", algo, "-b", str(min(sizes)), "-e", str(max(sizes)), "-f", "2",
+                        "--csv", str(out)],
                        check=True, stdout=subprocess.DEVNULL)
         with out.open() as f:
             return {int(r["size_bytes"]): (float(r["busbw_gb_per_s"]), r["algorithm"]) for r in csv.DictReader(f)}
@@ -40,15 +45,15 @@ def main():
         measured = list(csv.DictReader(f))
     series = collections.defaultdict(list)
     for row in measured:
-        series[(row["series"], row["cluster"], row["group"], row["op"])].append(row)
+        series[(row["series"], row["cluster"], row["group"], row["op"], row["algo"])].append(row)
 
     out_rows = []
-    for (name, cluster, group, op), rows in series.items():
-        simulated = simulate(shardsim, cluster, group, op, [int(r["size_bytes"]) for r in rows])
+    for (name, cluster, group, op, algo), rows in series.items():
+        simulated = simulate(shardsim, cluster, group, op, algo, [int(r["size_bytes"]) for r in rows])
         for r in rows:
             busbw, algorithm = simulated[int(r["size_bytes"])]
             out_rows.append({
-                "series": name, "record": r["record"], "cluster": cluster, "group": group, "op": op,
+                "series": name, "record": r["record"], "cluster": cluster, "group": group, "op": op, "algo": algo,
                 "size_bytes": r["size_bytes"], "measured_busbw_gb_per_s": r["busbw_gb_per_s"],
                 "simulated_busbw_gb_per_s": f"{busbw:.2f}",
                 "ratio": f"{busbw / float(r['busbw_gb_per_s']):.3f}",

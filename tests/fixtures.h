@@ -105,7 +105,8 @@ inline const std::vector<std::pair<workloads::CollectiveOp, workloads::Algorithm
       {CollectiveOp::all_reduce, Algorithm::hierarchical}, {CollectiveOp::all_gather, Algorithm::ring},
       {CollectiveOp::reduce_scatter, Algorithm::ring}, {CollectiveOp::broadcast, Algorithm::ring},
       {CollectiveOp::reduce, Algorithm::ring},         {CollectiveOp::all_to_all, Algorithm::direct},
-      {CollectiveOp::send_recv, Algorithm::direct},
+      {CollectiveOp::send_recv, Algorithm::direct},    {CollectiveOp::all_reduce, Algorithm::nvls},
+      {CollectiveOp::all_reduce, Algorithm::nvls_tree},
   };
   return pairs;
 }
@@ -132,6 +133,15 @@ class World {
     return group(gpus);
   }
   sim::CollectiveContext context(const sim::GroupLayout& group) const { return {*cluster_, *router_, profile_, group}; }
+  // Whether the algorithm runs `op` on `group` and the profile has it (the
+  // hierarchical scheme runs on the ring's parameters).
+  bool runs(const sim::GroupLayout& group, workloads::CollectiveOp op, workloads::Algorithm algorithm) const {
+    using workloads::Algorithm;
+    const bool listed = algorithm == Algorithm::hierarchical
+                            ? profile_.find(workloads::CollectiveOp::all_reduce, Algorithm::ring) != nullptr
+                            : profile_.find(op, algorithm) != nullptr;
+    return listed && sim::collective_algorithm(algorithm).unsupported_reason(op, group).empty();
+  }
 
   sim::CollectiveRun run(const sim::GroupLayout& group, workloads::CollectiveOp op, workloads::Algorithm algorithm,
                          workloads::Protocol protocol, double bytes, int root = 0) const {

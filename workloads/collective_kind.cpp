@@ -40,11 +40,13 @@ constexpr std::array<std::pair<CollectiveOp, std::string_view>, kCollectiveOpCou
     {CollectiveOp::send_recv, "send_recv"},
     {CollectiveOp::send, "send"},
 }};
-constexpr std::array<std::pair<Algorithm, std::string_view>, 4> kAlgorithmNames{{
+constexpr std::array<std::pair<Algorithm, std::string_view>, 6> kAlgorithmNames{{
     {Algorithm::ring, "ring"},
     {Algorithm::tree, "tree"},
     {Algorithm::hierarchical, "hier"},
     {Algorithm::direct, "direct"},
+    {Algorithm::nvls, "nvls"},
+    {Algorithm::nvls_tree, "nvls_tree"},
 }};
 constexpr std::array<std::pair<Protocol, std::string_view>, 3> kProtocolNames{{
     {Protocol::ll, "ll"},

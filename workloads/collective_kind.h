@@ -5,7 +5,8 @@
 // Names follow NCCL: the collectives of nccl-tests plus a one-way
 // point-to-point send (ncclSend/ncclRecv, what pipeline stages exchange),
 // NCCL's algorithms (ring,
-// tree) plus the hierarchical scheme training frameworks build from them and
+// tree, and on NVSwitch-3 nodes NVLS and NVLS tree, which reduce inside the
+// switch) plus the hierarchical scheme training frameworks build from them and
 // the direct point-to-point exchange, and NCCL's three protocols (LL: 8-byte
 // lines with inline flags, lowest latency; LL128: 128-byte lines; Simple:
 // large chunks, full bandwidth).
@@ -22,7 +23,7 @@ namespace shardsim::workloads {
 // group (pipelines use groups of two: one send, one receive).
 enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, send };
 inline constexpr int kCollectiveOpCount = 8;
-enum class Algorithm { ring, tree, hierarchical, direct };
+enum class Algorithm { ring, tree, hierarchical, direct, nvls, nvls_tree };
 enum class Protocol { ll, ll128, simple };
 
 const std::vector<CollectiveOp>& all_collective_ops();

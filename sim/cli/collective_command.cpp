@@ -153,8 +153,8 @@ void add_collective_command(CLI::App& app, int& exit_code) {
                       "table: the profile's measured curves where it has them")
       ->check(CLI::IsMember({"flow", "analytical", "table"}))
       ->capture_default_str();
-  command->add_option("--algo", options->algo, "Algorithm: auto (NCCL's choice), ring, tree, hier, direct")
-      ->check(CLI::IsMember({"auto", "ring", "tree", "hier", "direct"}))
+  command->add_option("--algo", options->algo, "Algorithm: auto (NCCL's choice), ring, tree, hier, direct, nvls, nvls_tree")
+      ->check(CLI::IsMember({"auto", "ring", "tree", "hier", "direct", "nvls", "nvls_tree"}))
       ->capture_default_str();
   command->add_option("--proto", options->proto, "Protocol: auto, ll, ll128, simple")
       ->check(CLI::IsMember({"auto", "ll", "ll128", "simple"}))

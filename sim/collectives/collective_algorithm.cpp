@@ -2,6 +2,7 @@
 
 #include "sim/collectives/direct.h"
 #include "sim/collectives/hierarchical.h"
+#include "sim/collectives/nvls.h"
 #include "sim/collectives/ring.h"
 #include "sim/collectives/tree.h"
 #include "topology/json_input.h"
@@ -26,11 +27,15 @@ const CollectiveAlgorithm& collective_algorithm(Algorithm kind) {
   static const TreeAlgorithm tree;
   static const HierarchicalAlgorithm hierarchical;
   static const DirectAlgorithm direct;
+  static const NvlsAlgorithm nvls;
+  static const NvlsTreeAlgorithm nvls_tree;
   switch (kind) {
     case Algorithm::ring: return ring;
     case Algorithm::tree: return tree;
     case Algorithm::hierarchical: return hierarchical;
     case Algorithm::direct: return direct;
+    case Algorithm::nvls: return nvls;
+    case Algorithm::nvls_tree: return nvls_tree;
   }
   throw std::logic_error("unknown algorithm");
 }

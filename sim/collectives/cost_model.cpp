@@ -108,6 +108,11 @@ void LinkLoadCounter::add(const Hop& hop, double bytes, TimePs start) {
   load(pcie_in, receiver, bytes, start);
 }
 
+void LinkLoadCounter::add_switch_traffic(topology::GpuId gpu, double to_switch, double from_switch, TimePs start) {
+  load(nvlink_out, gpu, to_switch, start);
+  load(nvlink_in, gpu, from_switch, start);
+}
+
 std::vector<AlphaBeta> LinkLoadCounter::cost_lines(const EffectiveSpeeds& speeds) const {
   // A NIC's traffic also crosses the PCIe link between its switch and it.
   const double nic_speed = std::min(speeds.nic, speeds.pcie);

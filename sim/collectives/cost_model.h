@@ -50,6 +50,9 @@ class LinkLoadCounter {
   // `bytes` per byte of buffer, for a hop whose transfer starts at `start`;
   // negative takes a hop added before back out (ring_chain.h).
   void add(const Hop& hop, double bytes, TimePs start);
+  // Traffic between `gpu` and its node's NVSwitch that starts or ends in the
+  // switch (NVLS reductions and multicasts), per byte of buffer.
+  void add_switch_traffic(topology::GpuId gpu, double to_switch, double from_switch, TimePs start);
   // One line per distinct start latency: alpha = the latency, beta = the
   // busiest link's load from transfers starting then or later over its
   // speed. Speeds as from effective_speeds(); spine uplinks count as one

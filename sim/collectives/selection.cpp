@@ -10,7 +10,7 @@ namespace {
 
 std::vector<Algorithm> nccl_candidates(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::all_reduce: return {Algorithm::ring, Algorithm::tree};
+    case CollectiveOp::all_reduce: return {Algorithm::ring, Algorithm::tree, Algorithm::nvls, Algorithm::nvls_tree};
     case CollectiveOp::all_to_all:
     case CollectiveOp::send_recv:
     case CollectiveOp::send: return {Algorithm::direct};

@@ -3,8 +3,9 @@
 // NCCL predicts every (algorithm, protocol) pair it can run with its
 // alpha-beta tuning model and takes the fastest for the message size.
 // shardsim does the same with the algorithms' own costs and the
-// protocols the profile lists: ring and tree for all-reduce, ring for the
-// other reductions and broadcasts, direct for all-to-all and send/recv. The
+// protocols the profile lists: ring, tree, nvls and nvls_tree for
+// all-reduce (each where the profile has it), ring for the other reductions
+// and broadcasts, direct for all-to-all and send/recv. The
 // hierarchical scheme is not an NCCL algorithm, so only an explicit request
 // picks it. A pinned algorithm or protocol is honoured or refused with the
 // reason.

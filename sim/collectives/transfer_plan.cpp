@@ -22,6 +22,19 @@ TimePs TransferBuilder::add_hop(const Hop& hop, std::uint64_t flow_key) {
   return picoseconds_from_seconds(protocol_.hop_latency(kind)) + route.latency;
 }
 
+void TransferBuilder::add_switch_traffic(topology::GpuId gpu, double to_switch, double from_switch) {
+  const auto& cluster = router_.cluster();
+  const int nvswitch = cluster.nvswitch_vertex(cluster.node_of(gpu));
+  const double wire_bytes_per_payload_byte = 1.0 / protocol_.bandwidth_factor;
+  for (const auto& [link, bytes] : {std::pair{cluster.link_between(cluster.gpu_vertex(gpu), nvswitch), to_switch},
+                                    std::pair{cluster.link_between(nvswitch, cluster.gpu_vertex(gpu)), from_switch}}) {
+    if (bytes == 0) continue;
+    auto& weight = weight_by_link_[static_cast<std::size_t>(link)];
+    if (weight == 0) touched_.push_back(link);
+    weight += bytes * wire_bytes_per_payload_byte;
+  }
+}
+
 Transfer TransferBuilder::take(double bytes_per_hop, TimePs latency) {
   Transfer transfer;
   hops_ = 0;

@@ -61,6 +61,9 @@ class TransferBuilder {
   // in hash ECMP mode; by default the hop's index in the transfer.
   TimePs add_hop(const Hop& hop);
   TimePs add_hop(const Hop& hop, std::uint64_t flow_key);
+  // Traffic between `gpu` and its node's NVSwitch that starts or ends in the
+  // switch (NVLS reductions and multicasts), per byte moved by one hop.
+  void add_switch_traffic(topology::GpuId gpu, double to_switch, double from_switch);
   // The Transfer of all hops added since the last take().
   Transfer take(double bytes_per_hop, TimePs latency);
 

@@ -1,0 +1,172 @@
+#include "sim/collectives/nvls.h"
+
+#include "sim/collectives/binary_tree.h"
+#include "sim/collectives/cost_model.h"
+
+#include <algorithm>
+
+namespace shardsim::sim {
+
+namespace {
+
+// One GPU's NVLink traffic with its switch, per byte its transfer carries.
+struct SwitchTraffic {
+  GpuId gpu = 0;
+  double to_switch = 0;
+  double from_switch = 0;
+};
+
+// One lockstep transfer of an NVLS all-reduce.
+struct NvlsTransfer {
+  double share = 1;  // of the buffer
+  std::vector<SwitchTraffic> switch_traffic;
+  std::vector<Hop> network_hops;  // NVLS tree: the channel's tree edges, both ways
+  int depth = 0;                  // of that tree
+};
+
+// Inside one node every GPU heads its own slice. The load is the same on
+// every GPU, so one transfer carries the whole buffer.
+std::vector<NvlsTransfer> single_node_transfers(const GroupLayout& group) {
+  const double n = group.size();
+  NvlsTransfer transfer;
+  for (GpuId gpu : group.ranks) transfer.switch_traffic.push_back({gpu, (n + 1) / n, (n + 1) / n});
+  return {transfer};
+}
+
+// Per (channel, tree): every GPU's buffer share is read by the switch and the
+// result multicast back to it; the channel's head on each node also receives
+// the node's sum and stores the total, and sends and receives along the tree.
+std::vector<NvlsTransfer> tree_transfers(const GroupLayout& group) {
+  const auto& channels = group.channels;
+  const int nodes = group.node_count();
+  const auto [tree_a, tree_b] = double_binary_tree(nodes);
+  const double share = 1.0 / (2.0 * static_cast<double>(channels.size()));
+  std::vector<NvlsTransfer> out;
+  for (const auto& channel : channels) {
+    for (const BinaryTree* tree : {&tree_a, &tree_b}) {
+      NvlsTransfer transfer;
+      transfer.share = share;
+      transfer.depth = tree->depth();
+      for (int j = 0; j < nodes; ++j) {
+        const GpuId head = channel[static_cast<std::size_t>(j)].order.front();
+        for (GpuId gpu : group.gpus_by_node[static_cast<std::size_t>(j)]) {
+          const double headed = gpu == head ? 1.0 : 0.0;
+          transfer.switch_traffic.push_back({gpu, 1.0 + headed, 1.0 + headed});
+        }
+      }
+      for (int p = 0; p < nodes; ++p) {
+        const int q = tree->parent[static_cast<std::size_t>(p)];
+        if (q < 0) continue;
+        const NodeChannel& child = channel[static_cast<std::size_t>(p)];
+        const NodeChannel& parent = channel[static_cast<std::size_t>(q)];
+        transfer.network_hops.push_back({child.order.front(), parent.order.front(), child.nic, parent.nic});
+        transfer.network_hops.push_back({parent.order.front(), child.order.front(), parent.nic, child.nic});
+      }
+      out.push_back(std::move(transfer));
+    }
+  }
+  return out;
+}
+
+std::vector<NvlsTransfer> transfers_of(Algorithm algorithm, const GroupLayout& group) {
+  return algorithm == Algorithm::nvls ? single_node_transfers(group) : tree_transfers(group);
+}
+
+// The switch step (load-reduce and multicast count as one, as in NCCL's
+// model) plus, across nodes, up and down the tree at the mean latency of its
+// hops. `network_latencies` follows transfer.network_hops.
+TimePs transfer_latency(const CollectiveContext& context, const calib::ProtocolParams& params,
+                        const NvlsTransfer& transfer, const std::vector<TimePs>& network_latencies) {
+  const auto& first_node = context.group.gpus_by_node.front();
+  const TimePs switch_step = step_latency(context.cluster, params, {first_node[0], first_node[1]});
+  if (network_latencies.empty()) return switch_step;
+  double network = 0;
+  for (TimePs t : network_latencies) network += static_cast<double>(t);
+  network /= static_cast<double>(network_latencies.size());
+  return switch_step + static_cast<TimePs>(2.0 * transfer.depth * network);
+}
+
+std::string all_reduce_only(CollectiveOp op, std::string_view name) {
+  if (op == CollectiveOp::all_reduce) return "";
+  return std::string(name) +
+         " only implements all_reduce: NCCL's NVLS reduce-scatter and all-gather save SMs, not time (nvls.h)";
+}
+
+TransferPlan nvls_plan(Algorithm algorithm, const CollectiveContext& context, const CollectiveCall& call,
+                       Protocol protocol) {
+  const auto& params = protocol_params(context.profile, call.op, algorithm, protocol);
+  TransferPlan plan{call.op, algorithm, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}};
+  if (context.group.size() < 2) return plan;
+  Phase phase;
+  TransferBuilder builder(context.router, params);
+  for (const NvlsTransfer& transfer : transfers_of(algorithm, context.group)) {
+    for (const SwitchTraffic& t : transfer.switch_traffic) builder.add_switch_traffic(t.gpu, t.to_switch, t.from_switch);
+    std::vector<TimePs> latencies;
+    for (const Hop& hop : transfer.network_hops) latencies.push_back(builder.add_hop(hop));
+    phase.transfers.push_back(builder.take(transfer.share, transfer_latency(context, params, transfer, latencies)));
+  }
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
+CollectiveCost nvls_cost(Algorithm algorithm, const CollectiveContext& context, const CollectiveCall& call,
+                         Protocol protocol) {
+  const auto& params = protocol_params(context.profile, call.op, algorithm, protocol);
+  if (context.group.size() < 2) return {{{AlphaBeta{params.base_latency_seconds, 0}}}};
+  const auto transfers = transfers_of(algorithm, context.group);
+  // Lockstep, as for trees: the last transfer to start sets the pace.
+  TimePs start = 0;
+  for (const NvlsTransfer& transfer : transfers) {
+    std::vector<TimePs> latencies;
+    for (const Hop& hop : transfer.network_hops) latencies.push_back(step_latency(context.cluster, params, hop));
+    start = std::max(start, transfer_latency(context, params, transfer, latencies));
+  }
+  LinkLoadCounter load(context.cluster);
+  for (const NvlsTransfer& transfer : transfers) {
+    for (const SwitchTraffic& t : transfer.switch_traffic) {
+      load.add_switch_traffic(t.gpu, t.to_switch * transfer.share, t.from_switch * transfer.share, start);
+    }
+    for (const Hop& hop : transfer.network_hops) load.add(hop, transfer.share, start);
+  }
+  return {{with_launch(load.cost_lines(effective_speeds(context.cluster, context.profile, params.bandwidth_factor)),
+                       params.base_latency_seconds)}};
+}
+
+}  // namespace
+
+std::string NvlsAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout& group) const {
+  if (auto reason = all_reduce_only(op, "nvls"); !reason.empty()) return reason;
+  if (group.node_count() != 1) return "nvls runs inside one node; across nodes NCCL uses nvls_tree";
+  if (group.size() < 2) return "nvls needs at least 2 GPUs";
+  return "";
+}
+
+TransferPlan NvlsAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const {
+  return nvls_plan(Algorithm::nvls, context, call, protocol);
+}
+
+CollectiveCost NvlsAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
+                                   Protocol protocol) const {
+  return nvls_cost(Algorithm::nvls, context, call, protocol);
+}
+
+std::string NvlsTreeAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout& group) const {
+  if (auto reason = all_reduce_only(op, "nvls_tree"); !reason.empty()) return reason;
+  if (group.node_count() < 2) return "nvls_tree spans nodes; inside one node NCCL uses nvls";
+  if (!group.uniform() || group.max_gpus_per_node() < 2) {
+    return "nvls_tree needs the same number of GPUs, at least 2, on every node";
+  }
+  return "";
+}
+
+TransferPlan NvlsTreeAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call,
+                                     Protocol protocol) const {
+  return nvls_plan(Algorithm::nvls_tree, context, call, protocol);
+}
+
+CollectiveCost NvlsTreeAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
+                                       Protocol protocol) const {
+  return nvls_cost(Algorithm::nvls_tree, context, call, protocol);
+}
+
+}  // namespace shardsim::sim
