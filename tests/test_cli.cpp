@@ -301,7 +301,14 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
       {"run --cluster dgx-a100-2node --gpus 16 --deepspeed " + bad_deepspeed, bad_deepspeed + ": zero_optimization.stage"},
       {"run --cluster dgx-a100-2node --gpus 16 --record-ranks 3,40", "--record-ranks: rank 40 is outside the job"},
       {"run --cluster dgx-a100-2node --overlap some", "--overlap"},
+      // GPT's learned position embeddings have 2048 rows; the default training config runs 4096 tokens.
+      {"run --cluster dgx-a100-2node --model gpt-48l-5120h --plan zero3",
+       "seq4096-mbs1-4m-tokens: sequence_length: 4096 tokens exceed model gpt-48l-5120h's max_positions 2048"},
+      {"search --cluster dgx-a100-2node --model gpt-48l-5120h", "max_positions 2048"},
   });
+  // The same model at its own context length runs (LLaMA's rotary positions have no such limit).
+  REQUIRE(run(scratch, "memory --cluster dgx-a100-2node --model gpt-48l-5120h --plan zero3 --training "
+                       "seq2048-mbs1-4m-tokens").exit_code == 0);
 }
 
 TEST_CASE("calib: nccl-tests logs -> raw -> profile -> report, bad input exits 2", "[cli][calib]") {

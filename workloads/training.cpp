@@ -51,6 +51,15 @@ std::int64_t gradient_accumulation_steps(const TrainingConfig& training, int dat
   return training.global_batch_sequences / per_step;
 }
 
+void check_sequence_length(const TrainingConfig& training, const ModelSpec& model, const std::string& file) {
+  if (model.positions != PositionKind::learned || training.sequence_length <= model.max_positions) return;
+  throw_input_error(file, "sequence_length",
+                    std::to_string(training.sequence_length) + " tokens exceed model " + model.name + "'s max_positions " +
+                        std::to_string(model.max_positions) +
+                        ": its learned position embeddings stop there (use a training config with a shorter sequence, "
+                        "e.g. seq2048-mbs1-4m-tokens)");
+}
+
 std::string to_string(Recompute recompute) {
   switch (recompute) {
     case Recompute::none: return "none";

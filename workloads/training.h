@@ -14,6 +14,8 @@
 // micro-batch and the data-parallel size.
 #pragma once
 
+#include "workloads/model.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -47,6 +49,12 @@ TrainingConfig load_training_config(const std::string& file_or_preset);
 // Micro-batches per rank per step: global batch / (micro-batch x data-parallel
 // size). Throws InputError (naming `file` and global_batch) unless it divides.
 std::int64_t gradient_accumulation_steps(const TrainingConfig& training, int data_parallel, const std::string& file);
+
+// A model with learned position embeddings has rows for max_positions
+// tokens and no more; rotary positions have no such table (LLaMA-1's
+// max_positions 2048 is the length it was trained at, and runs at 4096 are
+// common). Throws InputError naming `file` and sequence_length.
+void check_sequence_length(const TrainingConfig& training, const ModelSpec& model, const std::string& file);
 
 std::string to_string(Recompute recompute);
 

@@ -66,7 +66,8 @@ JobInputs load_job_inputs(const JobOptions& options) {
     inputs.scale = parse_job_scale(options.scale);
     apply_job_scale(inputs.scale, step.data_parallel, step.model, step.training);
   }
-  // Both checks name the file at fault before anything is compiled.
+  // These checks name the file at fault before anything is compiled.
+  check_sequence_length(step.training, step.model, step.training_file);
   // Data-parallel groups of a tensor-parallel plan have gpus_per_node / t GPUs in a node.
   inputs.factors = resolve_factors(step.plan, step.data_parallel, step.gpus_per_node / step.plan.model_parallel.tensor,
                                    step.plan_file);

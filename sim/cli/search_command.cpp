@@ -143,6 +143,7 @@ int search(const SearchOptions& options, int rank, int processes) {
   sim::SearchRequest request;
   request.model = workloads::load_model(options.model);
   request.training = workloads::load_training_config(options.training);
+  workloads::check_sequence_length(request.training, request.model, options.training);
   request.gpus = gpus;
   request.space = parse_space(options);
   request.simulate = options.simulate;
