@@ -141,6 +141,20 @@ TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for 
     REQUIRE(bytes_sent_per_rank(compile_step(config_of("zero1", micro_batches)), 0) ==
             Approx(2 * ideal).epsilon(1e-12));
   }
+  SECTION("a tied LM head gathers the embedding again, which is reduced and updated once") {
+    // The head's GEMM uses the embedding's V x h weight: ZeRO-3 gathers it
+    // for the head in forward and in backward as well as for the embedding,
+    // while the gradient reduce-scatter and ZeRO-1's all-reduce move the
+    // model's parameters once.
+    StepConfig zero3 = config_of("zero3", 1), zero1 = config_of("zero1", 1);
+    zero3.model.tied_embeddings = zero1.model.tied_embeddings = true;
+    const double tied_psi = static_cast<double>(count_parameters(zero3.model).total());
+    const double vh = static_cast<double>(zero3.model.vocab * zero3.model.hidden);
+    REQUIRE(tied_psi == Approx(psi() - vh));
+    const double per_value = e * (n - 1.0) / n;
+    REQUIRE(bytes_sent_per_rank(compile_step(zero3), 3) == Approx(per_value * (2 * (tied_psi + vh) + tied_psi)).epsilon(1e-12));
+    REQUIRE(bytes_sent_per_rank(compile_step(zero1), 3) == Approx(per_value * 2 * tied_psi).epsilon(1e-12));
+  }
   // The tiny model's norm weights (512 elements, 2 per layer and the final
   // one) fall under the 1e5 persistence threshold.
   const double persistent = (2 * 2 + 1) * 512.0;

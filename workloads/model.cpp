@@ -98,6 +98,7 @@ std::vector<ModuleParameters> model_modules(const ModelSpec& model) {
   Tensors head = norm_tensors(model);
   if (!model.tied_embeddings) head.push_back(model.vocab * model.hidden);
   modules.push_back(module("head", model.layers, head));
+  if (model.tied_embeddings) modules.back().borrowed_tensors.push_back(static_cast<double>(model.vocab * model.hidden));
   return modules;
 }
 

@@ -100,6 +100,10 @@ struct ModuleParameters {
   // Elements of each parameter tensor, in the order the forward uses them:
   // the unit DeepSpeed hooks, prefetches and keeps persistent.
   std::vector<double> parameter_tensors;
+  // Tensors another module owns and this one uses: the head's tied
+  // embedding. Sharded, they are gathered again for this module, but stored,
+  // reduced and updated once, with their owner.
+  std::vector<double> borrowed_tensors;
 };
 std::vector<ModuleParameters> model_modules(const ModelSpec& model);
 

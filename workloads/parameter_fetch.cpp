@@ -6,7 +6,9 @@
 namespace shardsim::workloads {
 
 std::vector<FetchEntry> micro_batch_entries(const std::vector<ModuleParameters>& modules, int layers, bool full_recompute) {
-  const auto tensors = [&](std::size_t m) { return std::max<int>(1, static_cast<int>(modules[m].parameter_tensors.size())); };
+  const auto tensors = [&](std::size_t m) {
+    return std::max<int>(1, static_cast<int>(modules[m].parameter_tensors.size() + modules[m].borrowed_tensors.size()));
+  };
   std::vector<FetchEntry> entries;
   for (std::size_t m = 0; m < modules.size(); ++m) entries.push_back({{m}, modules[m].layer, false, tensors(m)});
   const std::size_t forward_entries = entries.size();
@@ -29,6 +31,7 @@ std::vector<double> gathered_elements(const std::vector<ModuleParameters>& modul
   for (const ModuleParameters& module : modules) {
     double sharded = 0;
     for (double tensor : module.parameter_tensors) sharded += tensor > persistence_threshold ? tensor : 0;
+    for (double tensor : module.borrowed_tensors) sharded += tensor > persistence_threshold ? tensor : 0;
     elements.push_back(sharded);
   }
   return elements;

@@ -67,8 +67,9 @@ struct FetchSchedule {
 // The entries of one micro-batch over the compiler's modules.
 std::vector<FetchEntry> micro_batch_entries(const std::vector<ModuleParameters>& modules, int layers, bool full_recompute);
 
-// Elements each module gathers: its tensors above the persistence threshold
-// (DeepSpeed keeps tensors of at most that many elements whole on every GPU).
+// Elements each module gathers: its tensors, and those it borrows, above the
+// persistence threshold (DeepSpeed keeps tensors of at most that many
+// elements whole on every GPU). Persistent elements count owned tensors only.
 std::vector<double> gathered_elements(const std::vector<ModuleParameters>& modules, double persistence_threshold);
 double persistent_elements(const std::vector<ModuleParameters>& modules, double persistence_threshold);
 

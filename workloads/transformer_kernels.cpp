@@ -93,6 +93,7 @@ void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameter
       if (!whole) module.parameter_tensors[i] /= t;
       module.parameters += module.parameter_tensors[i];
     }
+    for (double& tensor : module.borrowed_tensors) tensor /= t;  // the tied embedding, vocabulary-parallel
   }
 }
 
