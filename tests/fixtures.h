@@ -44,6 +44,17 @@ inline nlohmann::json cluster_json(int nodes = 2, int gpus = 8, int nics = 8) {
   };
 }
 
+// `nodes` nodes of `gpus` GPUs, one NIC per GPU, all under one leaf; NVLink,
+// PCIe and NICs all at `bytes_per_second` each way: the closed-form world.
+inline nlohmann::json uniform_nodes_json(int nodes, int gpus, double bytes_per_second) {
+  auto doc = cluster_json(nodes, gpus, gpus);
+  doc["node"]["nvlink_bidirectional_bytes_per_second"] = 2 * bytes_per_second;
+  doc["node"]["pcie_bidirectional_bytes_per_second"] = 2 * bytes_per_second;
+  doc["node"]["nic_bits_per_second"] = 8 * bytes_per_second;
+  doc["fabric"]["nodes_per_leaf"] = nodes;
+  return doc;
+}
+
 inline topology::ClusterSpec cluster_spec(const nlohmann::json& document) {
   return topology::parse_cluster_spec(document, "test-cluster.json");
 }

@@ -29,12 +29,7 @@ World single_node(int n) {
 // n nodes of `gpus` GPUs, one NIC per GPU, all under one leaf; NVLink, PCIe
 // and NICs all at B each way.
 World nodes_of(int n, int gpus = 1, double message_overhead = 0) {
-  auto doc = test::cluster_json(n, gpus, gpus);
-  doc["node"]["nvlink_bidirectional_bytes_per_second"] = 2 * kB;
-  doc["node"]["pcie_bidirectional_bytes_per_second"] = 2 * kB;
-  doc["node"]["nic_bits_per_second"] = 8 * kB;
-  doc["fabric"]["nodes_per_leaf"] = n;
-  return World(test::cluster_spec(doc), test::uniform_profile(kAlpha, message_overhead));
+  return World(test::cluster_spec(test::uniform_nodes_json(n, gpus, kB)), test::uniform_profile(kAlpha, message_overhead));
 }
 
 void require_close(double simulated, double expected, double tolerance = 1e-3) {

@@ -29,15 +29,8 @@ calib::Profile uniform_with_nvls(double factor) {
   return calib::parse_profile(doc, "uniform-nvls.json");
 }
 
-// `nodes` nodes of `gpus` GPUs, one NIC per GPU, all under one leaf; every
-// link at B each way.
 World uniform_nodes(int nodes, int gpus, double factor = 1.0) {
-  auto doc = test::cluster_json(nodes, gpus, gpus);
-  doc["node"]["nvlink_bidirectional_bytes_per_second"] = 2 * kB;
-  doc["node"]["pcie_bidirectional_bytes_per_second"] = 2 * kB;
-  doc["node"]["nic_bits_per_second"] = 8 * kB;
-  doc["fabric"]["nodes_per_leaf"] = nodes;
-  return World(test::cluster_spec(doc), uniform_with_nvls(factor));
+  return World(test::cluster_spec(test::uniform_nodes_json(nodes, gpus, kB)), uniform_with_nvls(factor));
 }
 
 double link_bytes(const World& world, const std::vector<double>& bytes, int from_vertex, int to_vertex) {

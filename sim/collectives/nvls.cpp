@@ -1,7 +1,7 @@
 #include "sim/collectives/nvls.h"
 
-#include "sim/collectives/binary_tree.h"
 #include "sim/collectives/cost_model.h"
+#include "sim/collectives/tree.h"
 
 #include <algorithm>
 
@@ -54,14 +54,7 @@ std::vector<NvlsTransfer> tree_transfers(const GroupLayout& group) {
           transfer.switch_traffic.push_back({gpu, 1.0 + headed, 1.0 + headed});
         }
       }
-      for (int p = 0; p < nodes; ++p) {
-        const int q = tree->parent[static_cast<std::size_t>(p)];
-        if (q < 0) continue;
-        const NodeChannel& child = channel[static_cast<std::size_t>(p)];
-        const NodeChannel& parent = channel[static_cast<std::size_t>(q)];
-        transfer.network_hops.push_back({child.order.front(), parent.order.front(), child.nic, parent.nic});
-        transfer.network_hops.push_back({parent.order.front(), child.order.front(), parent.nic, child.nic});
-      }
+      transfer.network_hops = tree_edge_hops(*tree, channel);
       out.push_back(std::move(transfer));
     }
   }

@@ -1,6 +1,5 @@
 #include "sim/collectives/tree.h"
 
-#include "sim/collectives/binary_tree.h"
 #include "sim/collectives/cost_model.h"
 
 #include <algorithm>
@@ -33,14 +32,8 @@ std::vector<TreeTransfer> tree_transfers(const CollectiveContext& context) {
           transfer.hops.push_back({order[i], order[i + 1]});  // broadcast back
         }
       }
-      for (int p = 0; p < nodes; ++p) {
-        const int q = tree->parent[static_cast<std::size_t>(p)];
-        if (q < 0) continue;
-        const NodeChannel& child = channel[static_cast<std::size_t>(p)];
-        const NodeChannel& parent = channel[static_cast<std::size_t>(q)];
-        transfer.hops.push_back({child.order.front(), parent.order.front(), child.nic, parent.nic});
-        transfer.hops.push_back({parent.order.front(), child.order.front(), parent.nic, child.nic});
-      }
+      const auto edges = tree_edge_hops(*tree, channel);
+      transfer.hops.insert(transfer.hops.end(), edges.begin(), edges.end());
       out.push_back(std::move(transfer));
     }
   }
@@ -69,6 +62,19 @@ TimePs tree_latency(const TreeTransfer& transfer, const topology::Cluster& clust
 }
 
 }  // namespace
+
+std::vector<Hop> tree_edge_hops(const BinaryTree& tree, const std::vector<NodeChannel>& channel) {
+  std::vector<Hop> hops;
+  for (std::size_t p = 0; p < channel.size(); ++p) {
+    const int q = tree.parent[p];
+    if (q < 0) continue;
+    const NodeChannel& child = channel[p];
+    const NodeChannel& parent = channel[static_cast<std::size_t>(q)];
+    hops.push_back({child.order.front(), parent.order.front(), child.nic, parent.nic});
+    hops.push_back({parent.order.front(), child.order.front(), parent.nic, child.nic});
+  }
+  return hops;
+}
 
 std::string TreeAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout&) const {
   if (op != CollectiveOp::all_reduce) return "tree only implements all_reduce (as in NCCL)";

@@ -8,9 +8,14 @@
 // Transfer; the latency is NCCL's: up and down the chain and the tree depth.
 #pragma once
 
+#include "sim/collectives/binary_tree.h"
 #include "sim/collectives/collective_algorithm.h"
 
 namespace shardsim::sim {
+
+// One channel's tree edges across nodes, each both ways (up, then down),
+// between the channel's heads (the GPUs at its NICs) and through its NICs.
+std::vector<Hop> tree_edge_hops(const BinaryTree& tree, const std::vector<NodeChannel>& channel);
 
 class TreeAlgorithm final : public CollectiveAlgorithm {
  public:
