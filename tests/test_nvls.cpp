@@ -140,7 +140,8 @@ TEST_CASE("NCCL's choice: ring LL for small all-reduces, NVLS for large ones whe
   // A100's NVSwitch has no in-switch reduction: its profile lists no NVLS.
   const World a100("dgx-a100-8node");
   const auto a100_node = a100.group({0, 1, 2, 3, 4, 5, 6, 7});
-  for (const auto& candidate : sim::AlgorithmChooser(a100.context(a100_node), {CollectiveOp::all_reduce, 0}).candidates()) {
+  const sim::AlgorithmChooser a100_chooser(a100.context(a100_node), {CollectiveOp::all_reduce, 0});
+  for (const auto& candidate : a100_chooser.candidates()) {
     CHECK(candidate.algorithm != Algorithm::nvls);
     CHECK(candidate.algorithm != Algorithm::nvls_tree);
   }
