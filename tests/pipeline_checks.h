@@ -74,14 +74,18 @@ inline std::pair<double, double> send_bytes(const workloads::Program& program) {
   return {sent, received};
 }
 
+inline sim::StepTimeline simulate_on(const workloads::Program& program, const World& world, sim::NetworkMode network) {
+  sim::StepSimulationOptions options;
+  options.network = network;
+  return sim::simulate_step(program, world.cluster(), world.router(), world.profile(), options);
+}
+
 // Simulates the step with flow and analytical networks: it fits in memory
 // and its timeline runs every op once, after its dependencies, with the
 // members of each collective together.
 inline void require_consistent_step(const workloads::Program& program, const World& world) {
   for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
-    sim::StepSimulationOptions options;
-    options.network = network;
-    const sim::StepTimeline timeline = sim::simulate_step(program, world.cluster(), world.router(), world.profile(), options);
+    const sim::StepTimeline timeline = simulate_on(program, world, network);
     REQUIRE_FALSE(timeline.out_of_memory);
     const std::vector<std::string> violations = sim::timeline_violations(program, timeline);
     INFO((violations.empty() ? "" : violations.front()));

@@ -148,10 +148,7 @@ TEST_CASE("under 1F1B stage s holds p - s micro-batches of activations at its pe
   validate_program(program);
   REQUIRE(program.programs.size() == static_cast<std::size_t>(p));
   const ModelParallelPartition partition = partition_model(config);
-  sim::StepSimulationOptions options;
-  options.network = sim::NetworkMode::analytical;
-  const sim::StepTimeline timeline =
-      sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+  const sim::StepTimeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
   REQUIRE_FALSE(timeline.out_of_memory);
   const std::vector<MemoryBreakdown> estimate = estimate_stage_memory(config);
   const ModelParallelLayout layout{2, 2, p};

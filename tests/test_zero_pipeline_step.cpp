@@ -143,10 +143,7 @@ TEST_CASE("a stage holds at most one unit's activations, as simulated and as est
     const StepConfig config = zero_pipeline(p, v, 2, m, u, {2, 2, 2});
     const Program program = compile_step(config);
     const ModelParallelPartition partition = partition_model(config);
-    sim::StepSimulationOptions options;
-    options.network = sim::NetworkMode::analytical;
-    const sim::StepTimeline timeline =
-        sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+    const sim::StepTimeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
     REQUIRE_FALSE(timeline.out_of_memory);
     const std::vector<MemoryBreakdown> estimate = estimate_zero_pipeline_memory(config);
     const ModelParallelLayout layout{1, 2, p};

@@ -153,8 +153,10 @@ void add_collective_command(CLI::App& app, int& exit_code) {
                       "table: the profile's measured curves where it has them")
       ->check(CLI::IsMember({"flow", "analytical", "table"}))
       ->capture_default_str();
-  command->add_option("--algo", options->algo, "Algorithm: auto (NCCL's choice), ring, tree, hier, direct, nvls, nvls_tree")
-      ->check(CLI::IsMember({"auto", "ring", "tree", "hier", "direct", "nvls", "nvls_tree"}))
+  std::vector<std::string> algorithms = {"auto"};
+  for (workloads::Algorithm a : workloads::all_algorithms()) algorithms.emplace_back(workloads::to_string(a));
+  command->add_option("--algo", options->algo, "Algorithm: auto (NCCL's choice) or one of them")
+      ->check(CLI::IsMember(algorithms))
       ->capture_default_str();
   command->add_option("--proto", options->proto, "Protocol: auto, ll, ll128, simple")
       ->check(CLI::IsMember({"auto", "ll", "ll128", "simple"}))
