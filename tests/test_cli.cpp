@@ -311,6 +311,32 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
                        "seq2048-mbs1-4m-tokens").exit_code == 0);
 }
 
+TEST_CASE("run and memory read a Megatron-LM launch; a bad one exits 2 naming the flag", "[cli][megatron-args]") {
+  const Scratch scratch;
+  const std::string launch = std::string(SHARDSIM_SOURCE_DIR) + "/workloads/megatron/llama-7b-16gpu.sh";
+  const Result r = run(scratch, "run --cluster dgx-a100-2node --model llama-7b --megatron " + launch);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.out, Catch::Contains("plan megatron-t4-p2 (megatron): tensor 4 + sequence parallel, pipeline 2"));
+  // 64 sequences over 2 data-parallel ranks of micro-batch 1; recompute from --recompute-activations.
+  REQUIRE_THAT(r.out, Catch::Contains("32 micro-batches per step"));
+  REQUIRE_THAT(r.out, Catch::Contains("recompute selective"));
+  REQUIRE(r.err.empty());
+
+  const std::string fp32 = scratch.write("fp32.sh", "--tensor-model-parallel-size 8 --micro-batch-size 1\n");
+  const Result noted = run(scratch, "memory --cluster dgx-a100-2node --megatron " + fp32);
+  REQUIRE(noted.exit_code == 0);
+  REQUIRE_THAT(noted.err, Catch::Contains("note: " + fp32 + ": neither --bf16 nor --fp16"));
+
+  const std::string variable = scratch.write("variable.sh", "torchrun pretrain_gpt.py \\\n  --pipeline-model-parallel-size $PP\n");
+  require_refused(scratch, {
+      {"run --cluster dgx-a100-2node --megatron " + variable,
+       variable + ": --pipeline-model-parallel-size (line 2): is the shell expression \"$PP\""},
+      {"run --cluster dgx-a100-2node --model gpt3-175b --megatron " + launch, launch + ": --num-layers (line 8): 32"},
+      {"run --cluster dgx-a100-2node --plan zero3 --megatron " + launch, "--plan excludes --megatron"},
+      {"run --cluster dgx-a100-2node --megatron missing.sh", "missing.sh: cannot open"},
+  });
+}
+
 TEST_CASE("calib: nccl-tests logs -> raw -> profile -> report, bad input exits 2", "[cli][calib]") {
   Scratch scratch;
   const std::string data = std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/nccl_tests/";

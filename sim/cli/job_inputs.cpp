@@ -1,9 +1,11 @@
 #include "sim/cli/job_inputs.h"
 
 #include "workloads/deepspeed_config.h"
+#include "workloads/megatron_args.h"
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <stdexcept>
 
 namespace shardsim::cli {
@@ -13,8 +15,15 @@ void add_job_options(CLI::App& command, JobOptions& options) {
   command.add_option("--model", options.model, "Model JSON, HF config.json or preset")->capture_default_str();
   command.add_option("--plan", options.plan, "Sharding plan JSON or preset")->capture_default_str();
   command.add_option("--training", options.training, "Training config JSON or preset")->capture_default_str();
-  command.add_option("--deepspeed", options.deepspeed,
-                     "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
+  auto* plan = command.get_option("--plan");
+  auto* deepspeed = command.add_option("--deepspeed", options.deepspeed,
+                                       "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
+  auto* megatron = command.add_option(
+      "--megatron", options.megatron,
+      "Megatron-LM arguments (the launch script or its flags): replace --plan, and set the sequence, batch, precision "
+      "and recompute they give");
+  deepspeed->excludes(plan);
+  megatron->excludes(plan)->excludes(deepspeed);
   command.add_option("-g,--gpus", options.gpus,
                      "GPUs (default: the whole cluster); the data-parallel size is GPUs / (tensor x pipeline)");
   command.add_option("--scale", options.scale,
@@ -50,7 +59,14 @@ JobInputs load_job_inputs(const JobOptions& options) {
   step.training = load_training_config(options.training);
   step.plan_file = options.plan;
   step.training_file = options.training;
-  if (options.deepspeed.empty()) {
+  if (!options.megatron.empty()) {
+    MegatronJob megatron = load_megatron_args(options.megatron, step.model, step.training, gpus, step.gpus_per_node);
+    step.plan = std::move(megatron.plan);
+    step.training = megatron.training;
+    step.data_parallel = megatron.data_parallel;
+    step.plan_file = step.training_file = options.megatron;
+    for (const auto& note : megatron.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  } else if (options.deepspeed.empty()) {
     step.plan = load_plan(options.plan);
     step.data_parallel = data_parallel_size(step.plan, gpus, step.gpus_per_node, step.plan_file);
   } else {

@@ -1,6 +1,7 @@
-// The inputs every training-step command shares (run, memory): a cluster, a
-// model, a sharding plan or a DeepSpeed config, a training config and a GPU
-// count, as command-line options and as loaded, checked values.
+// The inputs every training-step command shares (run, memory, exec): a
+// cluster, a model, a sharding plan (or a DeepSpeed config, or Megatron-LM
+// arguments), a training config and a GPU count, as command-line options and
+// as loaded, checked values.
 #pragma once
 
 #include "topology/cluster_spec.h"
@@ -24,6 +25,7 @@ struct JobOptions {
   std::string plan = "zero3";
   std::string training = "seq4096-mbs1-4m-tokens";
   std::string deepspeed;  // replaces the plan and the batch
+  std::string megatron;   // Megatron-LM arguments: replace the plan and the training config's fields they give
   int gpus = 0;           // 0: the whole cluster
   std::string scale;      // workloads::JobScale, empty: the job as given
   std::string overlap = "plan";    // or an overlap level (workloads::kOverlapLevels)

@@ -1,0 +1,246 @@
+#include "topology/json_input.h"
+#include "workloads/megatron_args.h"
+#include "workloads/step_compiler.h"
+
+#include <catch2/catch.hpp>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+
+namespace {
+
+const TrainingConfig& base_training() {
+  static const TrainingConfig training = load_training_config("seq4096-mbs1-4m-tokens");
+  return training;
+}
+
+MegatronJob import(const std::string& text, const std::string& model = "llama-7b", int gpus = 16) {
+  return parse_megatron_args(text, "args.sh", load_model(model), base_training(), gpus, 8);
+}
+
+std::string refusal(const std::string& text, const std::string& model = "llama-7b", int gpus = 16) {
+  try {
+    import(text, model, gpus);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+std::string example(const std::string& name) {
+  return std::string(SHARDSIM_SOURCE_DIR) + "/workloads/megatron/" + name;
+}
+
+// The flags that describe llama-7b to Megatron in full.
+const std::string kLlama7b =
+    "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 11008 --num-attention-heads 32 --swiglu "
+    "--normalization RMSNorm --position-embedding-type rope --disable-bias-linear "
+    "--untie-embeddings-and-output-weights ";
+
+}  // namespace
+
+TEST_CASE("flags are read through a launch script's continuations, comments, strings and arrays",
+          "[megatron-args]") {
+  const MegatronFlags flags = read_megatron_flags(
+      "#!/bin/bash\n"
+      "# --tensor-model-parallel-size 99 is commented out\n"
+      "MODEL_ARGS=(\n"
+      "    --num-layers 96 # trailing comment --hidden-size 1\n"
+      "    --hidden-size=12288\n"
+      ")\n"
+      "PARALLEL=\"--tensor-model-parallel-size 8 \\\n"
+      "  --pipeline-model-parallel-size 16\"\n"
+      "torchrun --nproc_per_node 8 pretrain_gpt.py ${MODEL_ARGS[@]} $PARALLEL \\\n"
+      "    --sequence-parallel --micro-batch-size 1 \\\n"
+      "    --bf16 pretrain_extra.py --micro-batch-size 2\n");
+  REQUIRE(flags.at("num_layers").value == "96");
+  REQUIRE(flags.at("num_layers").line == 4);
+  REQUIRE(flags.at("hidden_size").value == "12288");
+  REQUIRE(flags.at("tensor_model_parallel_size").value == "8");
+  REQUIRE(flags.at("tensor_model_parallel_size").line == 7);
+  REQUIRE(flags.at("pipeline_model_parallel_size").value == "16");
+  REQUIRE(flags.at("pipeline_model_parallel_size").line == 8);
+  REQUIRE_FALSE(flags.at("sequence_parallel").value);
+  // A switch does not swallow the word after it; argparse keeps the last value.
+  REQUIRE_FALSE(flags.at("bf16").value);
+  REQUIRE(flags.at("micro_batch_size").value == "2");
+  REQUIRE(flags.at("micro_batch_size").line == 11);
+  REQUIRE(flags.count("nproc_per_node") == 1);
+}
+
+TEST_CASE("GPT-3 175B's launch becomes Megatron's interleaved 3D plan", "[megatron-args]") {
+  const MegatronJob job =
+      load_megatron_args(example("gpt3-175b-1024gpu.sh"), load_model("gpt3-175b"), base_training(), 1024, 8);
+  const Plan& plan = job.plan;
+  REQUIRE(plan.system == ShardingSystem::megatron);
+  REQUIRE(plan.name == "megatron-t8-p16-v2");
+  REQUIRE(plan.model_parallel.tensor == 8);
+  REQUIRE(plan.model_parallel.pipeline == 16);
+  REQUIRE(plan.model_parallel.virtual_stages == 2);  // 96 layers / (16 stages x 3 layers)
+  REQUIRE(plan.model_parallel.sequence_parallel);
+  REQUIRE(job.data_parallel == 8);  // 1024 / (8 x 16)
+  // The distributed optimizer shards only the optimizer states over the data-parallel group.
+  REQUIRE(plan.factors.parameters == 1);
+  REQUIRE(plan.factors.gradients == 1);
+  REQUIRE(plan.factors.optimizer == 0);
+  REQUIRE(plan.overlap.optimizer_all_reduce);
+  REQUIRE(plan.overlap.parameter_broadcast);
+  // max(40M, 1M x 8) = 40M parameters a bucket: fp32 gradients, bf16 parameters.
+  REQUIRE(plan.buckets.reduce_bytes == 4 * 40e6);
+  REQUIRE(plan.buckets.all_gather_bytes == 2 * 40e6);
+  REQUIRE(job.training.sequence_length == 2048);
+  REQUIRE(job.training.micro_batch_size == 1);
+  REQUIRE(job.training.global_batch_sequences == 1536);
+  REQUIRE_FALSE(job.training.fp16);
+  REQUIRE(job.training.recompute == Recompute::none);
+  REQUIRE(job.notes.empty());
+}
+
+TEST_CASE("the flags of a bundled plan give that plan", "[megatron-args]") {
+  // megatron-tp4-pp4 was written from Megatron-LM's documentation; 64 GPUs
+  // leave a data-parallel size of 4 and the 40M-parameter default bucket.
+  const Plan preset = load_plan("megatron-tp4-pp4");
+  const MegatronJob job = import(kLlama7b +
+                                     "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 "
+                                     "--sequence-parallel --use-distributed-optimizer --overlap-grad-reduce "
+                                     "--overlap-param-gather --micro-batch-size 1 --bf16",
+                                 "llama-7b", 64);
+  const Plan& plan = job.plan;
+  REQUIRE(plan.model_parallel.tensor == preset.model_parallel.tensor);
+  REQUIRE(plan.model_parallel.pipeline == preset.model_parallel.pipeline);
+  REQUIRE(plan.model_parallel.virtual_stages == preset.model_parallel.virtual_stages);
+  REQUIRE(plan.model_parallel.sequence_parallel == preset.model_parallel.sequence_parallel);
+  REQUIRE(plan.factors.parameters == preset.factors.parameters);
+  REQUIRE(plan.factors.gradients == preset.factors.gradients);
+  REQUIRE(plan.factors.optimizer == preset.factors.optimizer);
+  REQUIRE(plan.buckets.reduce_bytes == preset.buckets.reduce_bytes);
+  REQUIRE(plan.buckets.all_gather_bytes == preset.buckets.all_gather_bytes);
+  REQUIRE(plan.overlap.optimizer_all_reduce == preset.overlap.optimizer_all_reduce);
+  REQUIRE(plan.overlap.parameter_broadcast == preset.overlap.parameter_broadcast);
+  REQUIRE(plan.as_implemented == preset.as_implemented);
+
+  // And the step compiles to the same Program, apart from the names in its description.
+  StepConfig imported{load_model("llama-7b"), job.training, plan, job.data_parallel, 8, "args.sh", "args.sh"};
+  StepConfig bundled = imported;
+  bundled.plan = preset;
+  nlohmann::json a = program_to_json(compile_step(imported)), b = program_to_json(compile_step(bundled));
+  REQUIRE(a["description"]["plan"] != b["description"]["plan"]);
+  a.erase("description");
+  b.erase("description");
+  REQUIRE(a == b);
+}
+
+TEST_CASE("Megatron's defaults: plain DDP, no overlap, one bucket, buckets that grow with DP", "[megatron-args]") {
+  const MegatronJob plain = import("--tensor-model-parallel-size 2 --micro-batch-size 2 --bf16");
+  REQUIRE(plain.plan.factors.optimizer == 1);
+  REQUIRE(plain.plan.model_parallel.pipeline == 1);
+  REQUIRE_FALSE(plain.plan.model_parallel.sequence_parallel);
+  REQUIRE_FALSE(plain.plan.overlap.optimizer_all_reduce);
+  REQUIRE_FALSE(plain.plan.overlap.parameter_broadcast);
+  REQUIRE(plain.data_parallel == 8);
+  // Without --overlap-grad-reduce Megatron-Core makes one bucket of everything.
+  const double parameters = static_cast<double>(count_parameters(load_model("llama-7b")).total());
+  REQUIRE(plain.plan.buckets.reduce_bytes == 4 * parameters);
+  // What the flags leave out keeps the training config's values.
+  REQUIRE(plain.training.sequence_length == base_training().sequence_length);
+  REQUIRE(plain.training.global_batch_sequences == base_training().global_batch_sequences);
+  REQUIRE(plain.training.micro_batch_size == 2);
+
+  // 1024 GPUs at TP 4: DP 256, so 256M parameters a bucket.
+  const MegatronJob wide = import("--tensor-model-parallel-size 4 --overlap-grad-reduce --fp16", "llama-7b", 1024);
+  REQUIRE(wide.data_parallel == 256);
+  REQUIRE(wide.plan.buckets.reduce_bytes == 2 * 256e6);  // fp16 gradients stay fp16
+  REQUIRE(wide.training.fp16);
+  REQUIRE(import("--overlap-grad-reduce --ddp-bucket-size 1000000 --bf16").plan.buckets.reduce_bytes == 4e6);
+}
+
+TEST_CASE("recompute flags map to shardsim's recompute levels", "[megatron-args]") {
+  const std::string pp2 = "--pipeline-model-parallel-size 2 --bf16 ";  // 16 layers a stage
+  REQUIRE(import(pp2).training.recompute == Recompute::none);
+  REQUIRE(import(pp2 + "--recompute-activations").training.recompute == Recompute::selective);
+  REQUIRE(import(pp2 + "--recompute-granularity selective").training.recompute == Recompute::selective);
+  REQUIRE(import(pp2 + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+              .training.recompute == Recompute::full);
+  REQUIRE(import(pp2 + "--recompute-granularity full --recompute-method block --recompute-num-layers 16")
+              .training.recompute == Recompute::full);
+  const MegatronJob grouped = import(pp2 + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4");
+  REQUIRE(grouped.training.recompute == Recompute::full);
+  REQUIRE(grouped.notes.size() == 1);
+  REQUIRE_THAT(grouped.notes[0], Catch::Contains("groups of 4 layers"));
+  REQUIRE_THAT(refusal(pp2 + "--recompute-granularity full --recompute-method block --recompute-num-layers 8"),
+               Catch::Contains("args.sh: --recompute-num-layers (line 1): block recompute of 8 of each virtual stage's 16"));
+  REQUIRE_THAT(refusal(pp2 + "--recompute-granularity full"),
+               Catch::Contains("--recompute-granularity (line 1): full needs --recompute-method"));
+}
+
+TEST_CASE("what the simulation does differently is said in notes", "[megatron-args]") {
+  const MegatronJob tp1 = import("--tensor-model-parallel-size 1 --sequence-parallel --micro-batch-size 1");
+  REQUIRE_FALSE(tp1.plan.model_parallel.sequence_parallel);
+  REQUIRE(tp1.notes.size() == 2);
+  REQUIRE_THAT(tp1.notes[0], Catch::Contains("--sequence-parallel has no effect"));
+  REQUIRE_THAT(tp1.notes[1], Catch::Contains("neither --bf16 nor --fp16"));
+  const MegatronJob overlap =
+      import("--tensor-model-parallel-size 8 --sequence-parallel --tp-comm-overlap --bf16", "llama-7b", 8);
+  REQUIRE(overlap.notes.size() == 1);
+  REQUIRE_THAT(overlap.notes[0], Catch::Contains("args.sh: --tp-comm-overlap"));
+}
+
+TEST_CASE("the model the flags describe must be the model simulated", "[megatron-args]") {
+  REQUIRE(refusal(kLlama7b + "--bf16") == "accepted");
+  REQUIRE_THAT(refusal("--num-layers 40"),
+               Catch::Contains("args.sh: --num-layers (line 1): 40, but model llama-7b has layers 32"));
+  REQUIRE_THAT(refusal("--bf16\n--group-query-attention --num-query-groups 8"),
+               Catch::Contains("--num-query-groups (line 2): 8, but model llama-7b has kv_heads 32"));
+  // A whole description brings Megatron's defaults: tied, GeLU, 4h...
+  std::string untied_dropped = kLlama7b;
+  untied_dropped.erase(untied_dropped.find("--untie-embeddings-and-output-weights"));
+  REQUIRE_THAT(refusal(untied_dropped + " --bf16"),
+               Catch::Contains("--untie-embeddings-and-output-weights: Megatron builds an LM head tied to the embedding"));
+  std::string ffn_dropped = kLlama7b;
+  ffn_dropped.erase(ffn_dropped.find("--ffn-hidden-size 11008"), std::string("--ffn-hidden-size 11008").size());
+  // SwiGLU's default width is int(8 x 4096 / 3 / 64) x 64 = 10880.
+  REQUIRE_THAT(refusal(ffn_dropped), Catch::Contains("an MLP of width 10880"));
+  REQUIRE_THAT(refusal("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 11008"),
+               Catch::Contains("--swiglu: Megatron builds a GeLU MLP"));
+  // ... which GPT-3 175B's launch meets without naming them.
+  REQUIRE(refusal("--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --bf16", "gpt3-175b", 128) ==
+          "accepted");
+  REQUIRE_THAT(refusal("--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --position-embedding-type rope",
+                       "gpt3-175b", 128),
+               Catch::Contains("--position-embedding-type (line 1): Megatron builds rope positions"));
+}
+
+TEST_CASE("launches shardsim cannot simulate are refused naming the file and the flag", "[megatron-args][input]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"zero_optimization\": {\"stage\": 3}}", "args.sh: (flags): no --flag found"},
+      {"--tensor-model-parallel-size $TP", "--tensor-model-parallel-size (line 1): is the shell expression \"$TP\""},
+      {"--tensor-model-parallel-size eight", "must be an integer, got \"eight\""},
+      {"--tensor-model-parallel-size 0", "must be at least 1, got 0"},
+      {"--micro-batch-size\n--bf16", "--micro-batch-size (line 1): needs a value"},
+      {"--bf16=true --micro-batch-size 1", "--bf16 (line 1): is a switch and takes no value"},
+      {"--tensor-model-parallel-size 16", "tensor-parallel groups stay inside a node: must divide its 8 GPUs, got 16"},
+      {"--tensor-model-parallel-size 4 --pipeline-model-parallel-size 3",
+       "--pipeline-model-parallel-size (line 1): tensor x pipeline = 12 does not divide the 16 GPUs"},
+      {"--micro-batch-size 1 --context-parallel-size 2", "--context-parallel-size (line 1): context parallelism"},
+      {"--micro-batch-size 1 --expert-model-parallel-size 2", "--expert-model-parallel-size (line 1): expert parallelism"},
+      {"--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 10", "uneven pipeline stages"},
+      {"--micro-batch-size 1 --use-torch-fsdp2", "--use-torch-fsdp2 (line 1): Megatron's FSDP"},
+      {"--micro-batch-size 1 --use-distributed-optimizer --overlap-param-gather",
+       "--overlap-param-gather (line 1): needs --use-distributed-optimizer and --overlap-grad-reduce"},
+      {"--tensor-model-parallel-size 2 --tp-comm-overlap", "--tp-comm-overlap (line 1): needs --sequence-parallel"},
+      {"--micro-batch-size 1 --bf16 --fp16", "--fp16 (line 1): --bf16 and --fp16 are both given"},
+      {"--micro-batch-size 3 --global-batch-size 100",
+       "--global-batch-size (line 1): global batch 100 is not a multiple of micro-batch 3 x data-parallel size 16"},
+      {"--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 5",
+       "5 layers per virtual stage do not split 32 layers over 2 pipeline stages evenly"},
+      {"--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 1",
+       "the interleaved schedule needs at least 2 pipeline stages"},
+      {"--attention-backend magic", "--attention-backend (line 1): must be one of auto, flash, fused, unfused, local"},
+  };
+  for (const auto& [text, message] : cases) {
+    INFO(text);
+    REQUIRE_THAT(refusal(text), Catch::Contains(message));
+  }
+  REQUIRE_THROWS_WITH(load_megatron_args("missing.sh", load_model("llama-7b"), base_training(), 16, 8),
+                      Catch::Contains("missing.sh: cannot open"));
+}

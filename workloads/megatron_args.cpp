@@ -1,0 +1,383 @@
+#include "workloads/megatron_args.h"
+
+#include "topology/json_input.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace shardsim::workloads {
+
+namespace {
+
+// Megatron's store_true flags that shardsim reads: they never take a value,
+// so the token after one is not consumed.
+const std::set<std::string> kSwitches = {
+    "sequence_parallel",  "use_distributed_optimizer", "overlap_grad_reduce",
+    "overlap_param_gather", "tp_comm_overlap",         "bf16",
+    "fp16",               "use_flash_attn",            "recompute_activations",
+    "swiglu",             "untie_embeddings_and_output_weights",
+    "group_query_attention", "disable_bias_linear",    "use_torch_fsdp2",
+    "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split"};
+
+bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// A shell word as the flags are concerned: quotes and bash array brackets
+// dropped, and a VAR= prefix (VAR="--num-layers 24 ...", ARGS=( ... ) cut off.
+std::string clean_word(std::string word) {
+  const auto equals = word.find('=');
+  if (equals != std::string::npos && equals > 0 && word[0] != '-' &&
+      std::all_of(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(equals), is_shell_name_char)) {
+    word.erase(0, equals + 1);
+  }
+  word.erase(std::remove_if(word.begin(), word.end(), [](char c) { return c == '"' || c == '\'' || c == '(' || c == ')'; }),
+             word.end());
+  return word;
+}
+
+struct Word {
+  std::string text;
+  int line = 0;
+};
+
+// Whitespace-separated words, a backslash-newline joining lines and a # that
+// starts a word commenting out the rest of its line.
+std::vector<Word> shell_words(const std::string& text) {
+  std::vector<Word> words;
+  std::string current;
+  int line = 1, start_line = 1;
+  const auto flush = [&] {
+    std::string word = clean_word(std::exchange(current, {}));
+    if (!word.empty()) words.push_back({std::move(word), start_line});
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      flush();
+      ++i;
+      ++line;
+    } else if (c == '#' && current.empty()) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      flush();
+      if (c == '\n') ++line;
+    } else {
+      if (current.empty()) start_line = line;
+      current += c;
+    }
+  }
+  flush();
+  return words;
+}
+
+bool is_flag(const std::string& word) { return word.size() > 2 && word.compare(0, 2, "--") == 0; }
+
+// Reads the flags of one file, each error naming the file, the flag and its line.
+class FlagReader {
+ public:
+  FlagReader(const MegatronFlags& flags, std::string file) : flags_(flags), file_(std::move(file)) {}
+
+  bool has(const std::string& field) const { return flags_.count(field) != 0; }
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    std::string where = "--" + field;
+    std::replace(where.begin(), where.end(), '_', '-');
+    const auto it = flags_.find(field);
+    if (it != flags_.end()) where += " (line " + std::to_string(it->second.line) + ")";
+    throw_input_error(file_, where, what);
+  }
+
+  // A switch, given or not; a value after it is an error.
+  bool on(const std::string& field) const {
+    const auto it = flags_.find(field);
+    if (it == flags_.end()) return false;
+    if (it->second.value) fail(field, "is a switch and takes no value, got \"" + *it->second.value + "\"");
+    return true;
+  }
+  std::optional<std::string> text(const std::string& field) const {
+    const auto it = flags_.find(field);
+    if (it == flags_.end()) return std::nullopt;
+    if (!it->second.value) fail(field, "needs a value");
+    const std::string& value = *it->second.value;
+    if (value.find('$') != std::string::npos || value.find('`') != std::string::npos) {
+      fail(field, "is the shell expression \"" + value +
+                      "\": shardsim reads flags, not shell; expand the script's variables first (e.g. replace "
+                      "torchrun with echo and save what it prints)");
+    }
+    return value;
+  }
+  std::optional<std::int64_t> integer(const std::string& field, std::int64_t minimum = 1) const {
+    const auto value = text(field);
+    if (!value) return std::nullopt;
+    std::size_t used = 0;
+    std::int64_t number = 0;
+    try {
+      number = std::stoll(*value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value->size()) fail(field, "must be an integer, got \"" + *value + "\"");
+    if (number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
+    return number;
+  }
+  std::optional<std::string> choice(const std::string& field, const std::vector<std::string>& allowed) const {
+    const auto value = text(field);
+    if (value && std::find(allowed.begin(), allowed.end(), *value) == allowed.end()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      fail(field, "must be one of " + list + ", got \"" + *value + "\"");
+    }
+    return value;
+  }
+  // A parallel size that must stay 1 because what it splits is not modelled.
+  void refuse_above_one(const std::string& field, const std::string& what) const {
+    if (integer(field).value_or(1) > 1) fail(field, what);
+  }
+
+ private:
+  const MegatronFlags& flags_;
+  std::string file_;
+};
+
+// The model the flags describe must be the one simulated.
+void check_model(const FlagReader& flags, const ModelSpec& model) {
+  const auto expect = [&](const std::string& field, std::int64_t megatron, std::int64_t ours, const std::string& what) {
+    if (megatron != ours) {
+      flags.fail(field, std::to_string(megatron) + ", but model " + model.name + " has " + what + " " +
+                            std::to_string(ours) + " (pass the model these flags train with --model)");
+    }
+  };
+  const auto given = [&](const std::string& field, std::int64_t ours, const std::string& what) {
+    if (const auto value = flags.integer(field)) expect(field, *value, ours, what);
+  };
+  given("num_layers", model.layers, "layers");
+  given("hidden_size", model.hidden, "hidden");
+  given("num_attention_heads", model.heads, "heads");
+  given("ffn_hidden_size", model.ffn_hidden, "ffn_hidden");
+  given("kv_channels", model.head_dim, "head_dim");
+  if (flags.on("group_query_attention")) given("num_query_groups", model.kv_heads, "kv_heads");
+  if (const auto experts = flags.integer("num_experts")) expect("num_experts", *experts, model.moe.experts, "experts");
+
+  // Megatron requires these three; with them the file is a whole launch and
+  // Megatron's defaults stand for what it leaves out.
+  if (!flags.has("num_layers") || !flags.has("hidden_size") || !flags.has("num_attention_heads")) return;
+  const auto mismatch = [&](const std::string& field, const std::string& megatron, const std::string& ours) {
+    flags.fail(field, "Megatron builds " + megatron + " from these flags, but model " + model.name + " has " + ours +
+                          " (pass the model these flags train with --model)");
+  };
+  const bool swiglu = flags.on("swiglu");
+  if (swiglu != (model.mlp == MlpKind::swiglu)) {
+    mismatch("swiglu", swiglu ? "a SwiGLU MLP" : "a GeLU MLP (no --swiglu)", model.mlp == MlpKind::swiglu ? "SwiGLU" : "GeLU");
+  }
+  if (!flags.has("ffn_hidden_size")) {
+    const std::int64_t h = model.hidden;
+    const std::int64_t ffn = swiglu ? static_cast<std::int64_t>(4.0 * static_cast<double>(h) * 2 / 3 / 64) * 64 : 4 * h;
+    if (ffn != model.ffn_hidden) {
+      mismatch("hidden_size", "an MLP of width " + std::to_string(ffn) + " (the default; no --ffn-hidden-size)",
+               "ffn_hidden " + std::to_string(model.ffn_hidden));
+    }
+  }
+  if (!flags.has("kv_channels") && model.head_dim * model.heads != model.hidden) {
+    mismatch("num_attention_heads", "heads of hidden_size / num_attention_heads", "head_dim " + std::to_string(model.head_dim));
+  }
+  if (!flags.on("group_query_attention") && model.kv_heads != model.heads) {
+    mismatch("num_attention_heads", "multi-head attention (no --group-query-attention)",
+             std::to_string(model.kv_heads) + " key/value heads");
+  }
+  const bool untied = flags.on("untie_embeddings_and_output_weights");
+  if (untied == model.tied_embeddings) {
+    mismatch("untie_embeddings_and_output_weights", untied ? "an untied LM head" : "an LM head tied to the embedding",
+             model.tied_embeddings ? "tied embeddings" : "untied embeddings");
+  }
+  const std::string positions =
+      flags.choice("position_embedding_type", {"learned_absolute", "rope", "mrope", "relative", "none"})
+          .value_or("learned_absolute");
+  if (positions == "relative" || positions == "none") flags.fail("position_embedding_type", positions + " positions are not modelled");
+  if ((positions == "learned_absolute") != (model.positions == PositionKind::learned)) {
+    mismatch("position_embedding_type", positions + " positions",
+             model.positions == PositionKind::learned ? "learned positions" : "rotary positions");
+  }
+  const std::string norm = flags.choice("normalization", {"LayerNorm", "RMSNorm"}).value_or("LayerNorm");
+  if ((norm == "RMSNorm") != (model.norm == NormKind::rmsnorm)) {
+    mismatch("normalization", norm, model.norm == NormKind::rmsnorm ? "RMSNorm" : "LayerNorm");
+  }
+  const bool biases = !flags.on("disable_bias_linear");
+  if (biases != model.linear_biases) {
+    mismatch("disable_bias_linear", biases ? "linear biases (no --disable-bias-linear)" : "no linear biases",
+             model.linear_biases ? "linear biases" : "none");
+  }
+}
+
+}  // namespace
+
+MegatronFlags read_megatron_flags(const std::string& text) {
+  const std::vector<Word> words = shell_words(text);
+  MegatronFlags flags;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (!is_flag(words[i].text)) continue;
+    std::string name = words[i].text.substr(2);
+    std::optional<std::string> value;
+    if (const auto equals = name.find('='); equals != std::string::npos) {
+      value = name.substr(equals + 1);
+      name.erase(equals);
+    }
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (!value && kSwitches.count(name) == 0 && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
+      value = words[++i].text;
+    }
+    flags[name] = MegatronFlag{value, words[i].line};
+  }
+  return flags;
+}
+
+MegatronJob parse_megatron_args(const std::string& text, const std::string& file, const ModelSpec& model,
+                                const TrainingConfig& base, int gpus, int gpus_per_node) {
+  const MegatronFlags all = read_megatron_flags(text);
+  const FlagReader flags(all, file);
+  if (all.empty()) {
+    throw_input_error(file, "(flags)",
+                      "no --flag found: expected Megatron-LM's, e.g. --tensor-model-parallel-size 8 --micro-batch-size 1");
+  }
+  check_model(flags, model);
+  flags.refuse_above_one("context_parallel_size", "context parallelism is not modelled yet");
+  flags.refuse_above_one("expert_model_parallel_size", "expert parallelism is not modelled yet (nor are MoE layers)");
+  for (const char* field : {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                            "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                            "pipeline_model_parallel_layout"}) {
+    if (flags.has(field)) flags.fail(field, "uneven pipeline stages are not modelled: every stage gets L / PP layers");
+  }
+  for (const char* field : {"use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"}) {
+    if (flags.on(field)) flags.fail(field, "Megatron's FSDP is not read from flags: simulate it with --plan fsdp-full-shard");
+  }
+
+  MegatronJob job;
+  std::vector<std::string>& notes = job.notes;
+  const auto note = [&](const std::string& what) { notes.push_back(file + ": " + what); };
+  Plan& plan = job.plan;
+  plan.system = ShardingSystem::megatron;
+  ModelParallelism& mp = plan.model_parallel;
+  mp.tensor = static_cast<int>(flags.integer("tensor_model_parallel_size").value_or(1));
+  mp.pipeline = static_cast<int>(flags.integer("pipeline_model_parallel_size").value_or(1));
+  if (gpus % mp.gpus_per_replica() != 0) {
+    flags.fail(flags.has("pipeline_model_parallel_size") ? "pipeline_model_parallel_size" : "tensor_model_parallel_size",
+               "tensor x pipeline = " + std::to_string(mp.gpus_per_replica()) + " does not divide the " +
+                   std::to_string(gpus) + " GPUs");
+  }
+  if (gpus_per_node % mp.tensor != 0) {
+    flags.fail("tensor_model_parallel_size", "tensor-parallel groups stay inside a node: must divide its " +
+                                                 std::to_string(gpus_per_node) + " GPUs, got " + std::to_string(mp.tensor));
+  }
+  job.data_parallel = gpus / mp.gpus_per_replica();
+
+  const std::int64_t layers = flags.integer("num_layers").value_or(model.layers);
+  if (const auto v = flags.integer("virtual_pipeline_model_parallel_size")) mp.virtual_stages = static_cast<int>(*v);
+  if (const auto v = flags.integer("num_virtual_stages_per_pipeline_rank")) mp.virtual_stages = static_cast<int>(*v);
+  if (const auto per_stage = flags.integer("num_layers_per_virtual_pipeline_stage")) {
+    if (layers % (mp.pipeline * *per_stage) != 0) {
+      flags.fail("num_layers_per_virtual_pipeline_stage",
+                 std::to_string(*per_stage) + " layers per virtual stage do not split " + std::to_string(layers) +
+                     " layers over " + std::to_string(mp.pipeline) + " pipeline stages evenly");
+    }
+    mp.virtual_stages = static_cast<int>(layers / (mp.pipeline * *per_stage));
+  }
+  if (mp.virtual_stages > 1 && mp.pipeline < 2) {
+    flags.fail("pipeline_model_parallel_size", "the interleaved schedule needs at least 2 pipeline stages");
+  }
+  mp.sequence_parallel = flags.on("sequence_parallel");
+  if (mp.sequence_parallel && mp.tensor == 1) {
+    mp.sequence_parallel = false;
+    note("--sequence-parallel has no effect with tensor-parallel size 1 (Megatron turns it off)");
+  }
+  if (flags.on("tp_comm_overlap")) {
+    if (!mp.sequence_parallel) flags.fail("tp_comm_overlap", "needs --sequence-parallel (Megatron asserts it)");
+    note("--tp-comm-overlap: hiding tensor-parallel collectives behind GEMMs is not modelled; they run exposed, so the "
+         "step time is an upper bound");
+  }
+
+  const bool distributed = flags.on("use_distributed_optimizer");
+  const bool overlap_reduce = flags.on("overlap_grad_reduce");
+  const bool overlap_gather = flags.on("overlap_param_gather");
+  if (overlap_gather && !(distributed && overlap_reduce)) {
+    flags.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce (Megatron asserts it)");
+  }
+  plan.factors = FactorSpec{1, 1, distributed ? 0 : 1};  // 0 = all
+  plan.overlap = {true, overlap_reduce, overlap_gather};
+  plan.as_implemented = true;
+
+  TrainingConfig& training = job.training;
+  training = base;
+  if (const auto seq = flags.integer("seq_length")) training.sequence_length = *seq;
+  if (const auto micro = flags.integer("micro_batch_size")) training.micro_batch_size = *micro;
+  if (const auto global = flags.integer("global_batch_size")) training.global_batch_sequences = *global;
+  if (flags.has("global_batch_size") || flags.has("micro_batch_size")) {
+    const std::int64_t per_step = training.micro_batch_size * job.data_parallel;
+    if (training.global_batch_sequences % per_step != 0) {
+      flags.fail(flags.has("global_batch_size") ? "global_batch_size" : "micro_batch_size",
+                 "global batch " + std::to_string(training.global_batch_sequences) + " is not a multiple of micro-batch " +
+                     std::to_string(training.micro_batch_size) + " x data-parallel size " +
+                     std::to_string(job.data_parallel));
+    }
+  }
+  const bool bf16 = flags.on("bf16"), fp16 = flags.on("fp16");
+  if (bf16 && fp16) flags.fail("fp16", "--bf16 and --fp16 are both given (Megatron asserts one at most)");
+  if (bf16 || fp16) {
+    training.fp16 = fp16;
+  } else {
+    note(std::string("neither --bf16 nor --fp16: Megatron would train in fp32, which is not modelled; simulating ") +
+         (training.fp16 ? "fp16" : "bf16") + " from the training config");
+  }
+  if (flags.text("fp8_format")) training.fp8_gemms = true;
+  if (flags.on("use_flash_attn")) training.flash_attention = true;
+  if (const auto backend = flags.choice("attention_backend", {"auto", "flash", "fused", "unfused", "local"})) {
+    training.flash_attention = *backend != "unfused" && *backend != "local";
+  }
+
+  if (flags.on("recompute_activations")) training.recompute = Recompute::selective;
+  const auto granularity = flags.choice("recompute_granularity", {"full", "selective"});
+  if (granularity == "selective") training.recompute = Recompute::selective;
+  if (granularity == "full") {
+    const auto method = flags.choice("recompute_method", {"uniform", "block"});
+    if (!method) flags.fail("recompute_granularity", "full needs --recompute-method uniform or block");
+    const std::int64_t chunk_layers = layers / (mp.pipeline * mp.virtual_stages);
+    const std::int64_t count = flags.integer("recompute_num_layers").value_or(*method == "uniform" ? 1 : 0);
+    if (*method == "block" && count < chunk_layers) {
+      flags.fail("recompute_num_layers",
+                 "block recompute of " + std::to_string(count) + " of each virtual stage's " +
+                     std::to_string(chunk_layers) + " layers is not modelled: shardsim recomputes every layer or none");
+    }
+    if (*method == "uniform" && count > 1) {
+      note("--recompute-method uniform over groups of " + std::to_string(count) +
+           " layers is simulated as full recompute per layer (each layer's input kept)");
+    }
+    training.recompute = Recompute::full;
+  }
+
+  // Megatron-Core buckets by parameters; gradients are fp32 for bf16 training
+  // (model_parallel_step.h), parameters in the training dtype.
+  const double bucket_parameters =
+      !overlap_reduce
+          ? static_cast<double>(count_parameters(model).total())
+          : static_cast<double>(flags.integer("ddp_bucket_size")
+                                    .value_or(std::max<std::int64_t>(40'000'000, 1'000'000 * std::int64_t{job.data_parallel})));
+  const double gradient_bytes = training.fp16 ? 2.0 : 4.0;
+  plan.buckets.reduce_bytes = gradient_bytes * bucket_parameters;
+  plan.buckets.all_gather_bytes = training.bytes_per_value * bucket_parameters;
+
+  plan.name = "megatron-t" + std::to_string(mp.tensor) + "-p" + std::to_string(mp.pipeline) +
+              (mp.virtual_stages > 1 ? "-v" + std::to_string(mp.virtual_stages) : "");
+  plan.sources = {"imported from Megatron-LM arguments " + file};
+  return job;
+}
+
+MegatronJob load_megatron_args(const std::string& file, const ModelSpec& model, const TrainingConfig& training,
+                               int gpus, int gpus_per_node) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file + ": cannot open the Megatron-LM arguments file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_megatron_args(text.str(), file, model, training, gpus, gpus_per_node);
+}
+
+}  // namespace shardsim::workloads
