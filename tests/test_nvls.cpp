@@ -145,4 +145,8 @@ TEST_CASE("NCCL's choice: ring LL for small all-reduces, NVLS for large ones whe
     CHECK(candidate.algorithm != Algorithm::nvls);
     CHECK(candidate.algorithm != Algorithm::nvls_tree);
   }
+  // Pinned, it is refused naming the profile's missing entry and why.
+  REQUIRE_THROWS_WITH(sim::AlgorithmChooser(a100.context(a100_node), {CollectiveOp::all_reduce, 0}, Algorithm::nvls),
+                      Catch::Contains("a100.json: collectives.all_reduce.nvls: missing") &&
+                          Catch::Contains("in-switch reduction of third-generation NVSwitch"));
 }

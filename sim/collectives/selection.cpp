@@ -48,10 +48,14 @@ AlgorithmChooser::AlgorithmChooser(const CollectiveContext& context, const Colle
         protocol ? std::vector<Protocol>{*protocol} : listed_protocols(context.profile, call.op, a);
     if (algorithm && protocols.empty()) {
       const bool hierarchical = a == Algorithm::hierarchical;
+      const bool nvls = a == Algorithm::nvls || a == Algorithm::nvls_tree;
       throw_input_error(context.profile.file,
                         "collectives." + std::string(workloads::to_string(hierarchical ? CollectiveOp::all_reduce : call.op)) +
                             "." + std::string(workloads::to_string(hierarchical ? Algorithm::ring : a)),
-                        "missing: the profile has no parameters for this collective and algorithm");
+                        std::string("missing: the profile has no parameters for this collective and algorithm") +
+                            (nvls ? " (NVLS runs on NVLink SHARP, the in-switch reduction of third-generation NVSwitch "
+                                    "in H100/H200 nodes; profiles of GPUs without it leave NVLS out)"
+                                  : ""));
     }
     for (Protocol p : protocols) candidates_.push_back({a, p, implementation.cost(context, call, p)});
   }
