@@ -314,7 +314,8 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
 TEST_CASE("run and memory read a Megatron-LM launch; a bad one exits 2 naming the flag", "[cli][megatron-args]") {
   const Scratch scratch;
   const std::string launch = std::string(SHARDSIM_SOURCE_DIR) + "/workloads/megatron/llama-7b-16gpu.sh";
-  const Result r = run(scratch, "run --cluster dgx-a100-2node --model llama-7b --megatron " + launch);
+  // A bundled launch is named like any preset.
+  const Result r = run(scratch, "run --cluster dgx-a100-2node --model llama-7b --megatron llama-7b-16gpu");
   REQUIRE(r.exit_code == 0);
   REQUIRE_THAT(r.out, Catch::Contains("plan megatron-t4-p2 (megatron): tensor 4 + sequence parallel, pipeline 2"));
   // 64 sequences over 2 data-parallel ranks of micro-batch 1; recompute from --recompute-activations.
@@ -333,7 +334,8 @@ TEST_CASE("run and memory read a Megatron-LM launch; a bad one exits 2 naming th
        variable + ": --pipeline-model-parallel-size (line 2): is the shell expression \"$PP\""},
       {"run --cluster dgx-a100-2node --model gpt3-175b --megatron " + launch, launch + ": --num-layers (line 8): 32"},
       {"run --cluster dgx-a100-2node --plan zero3 --megatron " + launch, "--plan excludes --megatron"},
-      {"run --cluster dgx-a100-2node --megatron missing.sh", "missing.sh: cannot open"},
+      {"run --cluster dgx-a100-2node --megatron missing.sh",
+       "missing.sh: no such Megatron-LM launch file or preset (presets: gpt3-175b-1024gpu, llama-7b-16gpu)"},
   });
 }
 

@@ -242,5 +242,5 @@ TEST_CASE("launches shardsim cannot simulate are refused naming the file and the
     REQUIRE_THAT(refusal(text), Catch::Contains(message));
   }
   REQUIRE_THROWS_WITH(load_megatron_args("missing.sh", load_model("llama-7b"), base_training(), 16, 8),
-                      Catch::Contains("missing.sh: cannot open"));
+                      Catch::Contains("missing.sh: no such Megatron-LM launch file or preset"));
 }

@@ -1,6 +1,7 @@
 #include "workloads/megatron_args.h"
 
 #include "topology/json_input.h"
+#include "topology/presets.h"
 
 #include <algorithm>
 #include <cctype>
@@ -371,8 +372,9 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   return job;
 }
 
-MegatronJob load_megatron_args(const std::string& file, const ModelSpec& model, const TrainingConfig& training,
-                               int gpus, int gpus_per_node) {
+MegatronJob load_megatron_args(const std::string& file_or_preset, const ModelSpec& model,
+                               const TrainingConfig& training, int gpus, int gpus_per_node) {
+  const std::string file = resolve_preset(file_or_preset, "workloads/megatron", "Megatron-LM launch", ".sh");
   std::ifstream in(file);
   if (!in) throw InputError(file + ": cannot open the Megatron-LM arguments file");
   std::stringstream text;

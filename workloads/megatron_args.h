@@ -79,7 +79,8 @@ struct MegatronJob {
 // the flags leave out. Throws InputError naming `file` and the flag.
 MegatronJob parse_megatron_args(const std::string& text, const std::string& file, const ModelSpec& model,
                                 const TrainingConfig& training, int gpus, int gpus_per_node);
-MegatronJob load_megatron_args(const std::string& file, const ModelSpec& model, const TrainingConfig& training,
-                               int gpus, int gpus_per_node);
+// A file, or a bundled launch (workloads/megatron/<name>.sh).
+MegatronJob load_megatron_args(const std::string& file_or_preset, const ModelSpec& model,
+                               const TrainingConfig& training, int gpus, int gpus_per_node);
 
 }  // namespace shardsim::workloads

@@ -20,8 +20,8 @@ void add_job_options(CLI::App& command, JobOptions& options) {
                                        "DeepSpeed config JSON: replaces --plan, and sets the batch and precision it gives");
   auto* megatron = command.add_option(
       "--megatron", options.megatron,
-      "Megatron-LM arguments (the launch script or its flags): replace --plan, and set the sequence, batch, precision "
-      "and recompute they give");
+      "Megatron-LM arguments (a launch script, its flags, or a bundled launch): replace --plan, and set the sequence, "
+      "batch, precision and recompute they give");
   deepspeed->excludes(plan);
   megatron->excludes(plan)->excludes(deepspeed);
   command.add_option("-g,--gpus", options.gpus,

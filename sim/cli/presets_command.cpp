@@ -25,6 +25,8 @@ void add_presets_command(CLI::App& app, int& exit_code) {
       std::cout << "\n" << title << " (" << folder << "):";
       for (const auto& name : list_presets(folder)) std::cout << ' ' << name;
     }
+    std::cout << "\nMegatron-LM launches (workloads/megatron, for --megatron):";
+    for (const auto& name : list_presets("workloads/megatron", ".sh")) std::cout << ' ' << name;
     std::cout << '\n';
     exit_code = 0;
   });
