@@ -52,7 +52,8 @@ TEST_CASE("flags are read through a launch script's continuations, comments, str
       "  --pipeline-model-parallel-size 16\"\n"
       "torchrun --nproc_per_node 8 pretrain_gpt.py ${MODEL_ARGS[@]} $PARALLEL \\\n"
       "    --sequence-parallel --micro-batch-size 1 \\\n"
-      "    --bf16 pretrain_extra.py --micro-batch-size 2\n");
+      "    --bf16 pretrain_extra.py --micro-batch-size 2 --global-batch-size \\\n"
+      "    64\n");
   REQUIRE(flags.at("num_layers").value == "96");
   REQUIRE(flags.at("num_layers").line == 4);
   REQUIRE(flags.at("hidden_size").value == "12288");
@@ -65,6 +66,9 @@ TEST_CASE("flags are read through a launch script's continuations, comments, str
   REQUIRE_FALSE(flags.at("bf16").value);
   REQUIRE(flags.at("micro_batch_size").value == "2");
   REQUIRE(flags.at("micro_batch_size").line == 11);
+  // A flag's line is its own, not its value's.
+  REQUIRE(flags.at("global_batch_size").value == "64");
+  REQUIRE(flags.at("global_batch_size").line == 11);
   REQUIRE(flags.count("nproc_per_node") == 1);
 }
 

@@ -218,6 +218,7 @@ MegatronFlags read_megatron_flags(const std::string& text) {
   MegatronFlags flags;
   for (std::size_t i = 0; i < words.size(); ++i) {
     if (!is_flag(words[i].text)) continue;
+    const int line = words[i].line;
     std::string name = words[i].text.substr(2);
     std::optional<std::string> value;
     if (const auto equals = name.find('='); equals != std::string::npos) {
@@ -228,7 +229,7 @@ MegatronFlags read_megatron_flags(const std::string& text) {
     if (!value && kSwitches.count(name) == 0 && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
       value = words[++i].text;
     }
-    flags[name] = MegatronFlag{value, words[i].line};
+    flags[name] = MegatronFlag{value, line};
   }
   return flags;
 }
