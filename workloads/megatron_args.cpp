@@ -255,6 +255,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   }
 
   MegatronJob job;
+  job.file = file;
   std::vector<std::string>& notes = job.notes;
   const auto note = [&](const std::string& what) { notes.push_back(file + ": " + what); };
   Plan& plan = job.plan;

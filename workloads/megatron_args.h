@@ -70,6 +70,7 @@ struct MegatronJob {
   Plan plan;
   TrainingConfig training;
   int data_parallel = 1;
+  std::string file;  // the file read, named in later errors about the plan or batch
   // Where the simulation departs from what the flags ask of Megatron-LM
   // (a flag with no effect, an overlap not modelled), for the user to see.
   std::vector<std::string> notes;

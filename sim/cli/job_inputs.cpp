@@ -64,7 +64,7 @@ JobInputs load_job_inputs(const JobOptions& options) {
     step.plan = std::move(megatron.plan);
     step.training = megatron.training;
     step.data_parallel = megatron.data_parallel;
-    step.plan_file = step.training_file = options.megatron;
+    step.plan_file = step.training_file = megatron.file;
     for (const auto& note : megatron.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   } else if (options.deepspeed.empty()) {
     step.plan = load_plan(options.plan);
