@@ -74,6 +74,19 @@ inline std::pair<double, double> send_bytes(const workloads::Program& program) {
   return {sent, received};
 }
 
+// Every activation and gradient crosses each of the p v - 1 chunk
+// boundaries once per micro-batch, `bytes_per_send` from each of the
+// tensor x data-parallel ranks of a stage; as much is received as sent.
+inline void require_boundary_sends(const workloads::Program& program, const workloads::StepConfig& config,
+                                   double bytes_per_send) {
+  const workloads::ModelParallelism& mp = config.plan.model_parallel;
+  const auto [sent, received] = send_bytes(program);
+  const double boundaries = mp.pipeline * mp.virtual_stages - 1;
+  const double micro_batches = static_cast<double>(config.training.global_batch_sequences) / config.data_parallel;
+  REQUIRE(sent == Approx(2 * boundaries * micro_batches * bytes_per_send * mp.tensor * config.data_parallel));
+  REQUIRE(received == Approx(sent));
+}
+
 inline sim::StepTimeline simulate_on(const workloads::Program& program, const World& world, sim::NetworkMode network) {
   sim::StepSimulationOptions options;
   options.network = network;
