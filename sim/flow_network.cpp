@@ -28,7 +28,7 @@ FlowNetwork::FlowNetwork(EventEngine& engine, std::vector<double> capacity_bytes
   link_visit_mark_.assign(capacity_.size(), 0);
 }
 
-FlowId FlowNetwork::start(std::vector<LinkUse> usage, double bytes, TimePs latency, Completion on_complete) {
+FlowId FlowNetwork::start(std::span<const LinkUse> usage, double bytes, TimePs latency, Completion on_complete) {
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw std::invalid_argument("flow of " + std::to_string(bytes) + " bytes");
   if (latency < 0) throw std::invalid_argument("flow with negative latency");
   for (const LinkUse& use : usage) {
@@ -37,26 +37,39 @@ FlowId FlowNetwork::start(std::vector<LinkUse> usage, double bytes, TimePs laten
     }
     if (!(use.weight > 0)) throw std::invalid_argument("flow uses a link with non-positive weight");
   }
+  FlowId id;
+  if (free_slots_.empty()) {
+    id = static_cast<FlowId>(flows_.size());
+    flows_.emplace_back();
+  } else {
+    id = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Flow& flow = flows_[id];
   // One entry per link, in link order, whatever the caller passed (plans
   // already pass them sorted).
+  auto& links = flow.usage;
+  links.assign(usage.begin(), usage.end());
   const auto by_link = [](const LinkUse& a, const LinkUse& b) { return a.link < b.link; };
-  if (!std::is_sorted(usage.begin(), usage.end(), by_link)) std::sort(usage.begin(), usage.end(), by_link);
+  if (!std::is_sorted(links.begin(), links.end(), by_link)) std::sort(links.begin(), links.end(), by_link);
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < usage.size(); ++i) {
-    if (kept > 0 && usage[kept - 1].link == usage[i].link) {
-      usage[kept - 1].weight += usage[i].weight;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    if (kept > 0 && links[kept - 1].link == links[i].link) {
+      links[kept - 1].weight += links[i].weight;
     } else {
-      usage[kept++] = usage[i];
+      links[kept++] = links[i];
     }
   }
-  usage.resize(kept);
-  const auto id = static_cast<FlowId>(flows_.size());
-  Flow flow;
-  flow.usage = std::move(usage);
+  links.resize(kept);
   flow.bytes = bytes;
   flow.remaining = bytes;
+  flow.rate = 0;
+  flow.last_update = 0;
+  flow.serial = started_++;
+  ++flow.version;  // completions filed for the slot's last flow are stale
+  flow.state = State::waiting;
+  flow.on_links = false;
   flow.on_complete = std::move(on_complete);
-  flows_.push_back(std::move(flow));
 
   if (latency == 0) {
     activate(id);
@@ -82,7 +95,7 @@ void FlowNetwork::activate(FlowId id) {
   if (flow.usage.empty() || flow.remaining <= kBytesDust) {
     // Nothing to share: done as soon as it starts.
     flow.rate = 0;
-    push_due({engine_.now(), id, flow.version});
+    push_due({engine_.now(), flow.serial, id, flow.version});
     if (!completing_) arm_wakeup();
     return;
   }
@@ -168,7 +181,7 @@ void FlowNetwork::schedule_completion(FlowId id) {
     if (!(picoseconds < 9e18)) throw std::runtime_error("flow would take longer than the simulated clock can count");
     when += static_cast<TimePs>(picoseconds);
   }
-  push_due({when, id, flow.version});
+  push_due({when, flow.serial, id, flow.version});
 }
 
 void FlowNetwork::push_due(Due due) {
@@ -255,20 +268,19 @@ void FlowNetwork::complete_due_flows() {
   for (FlowId f : done) {
     Flow& flow = flows_[f];
     for (const LinkUse& use : flow.usage) finished_link_bytes_[static_cast<std::size_t>(use.link)] += use.weight * flow.bytes;
-    std::vector<LinkUse>().swap(flow.usage);
+    flow.usage.clear();
   }
   for (FlowId f : done) {
     Completion callback = std::move(flows_[f].on_complete);
     flows_[f].on_complete = nullptr;
     if (callback) callback();  // may start flows; they join the recomputation below
+    free_slots_.push_back(f);
   }
   completing_ = false;
   recompute();
 }
 
 double FlowNetwork::rate(FlowId flow) const { return flows_.at(flow).rate; }
-
-bool FlowNetwork::finished(FlowId flow) const { return flows_.at(flow).state == State::done; }
 
 std::vector<double> FlowNetwork::link_bytes() const {
   std::vector<double> bytes = finished_link_bytes_;

@@ -10,7 +10,9 @@
 // that can be affected: those connected to the change through shared links
 // (a connected component of the flow-link graph). All starts and ends at one
 // instant are folded into one recomputation. Completions are kept in a heap,
-// and the network holds a single engine event for the earliest one.
+// and the network holds a single engine event for the earliest one. A
+// finished flow's slot, and its id, go to the next flow started: a training
+// step runs millions of flows, a few hundred at a time.
 #pragma once
 
 #include "sim/event_engine.h"
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <span>
 #include <vector>
 
 namespace shardsim::sim {
@@ -39,12 +42,12 @@ class FlowNetwork {
     if (needed > flows_.capacity()) flows_.reserve(std::max(needed, 2 * flows_.capacity()));
   }
 
-  // Entries of `usage` naming the same link are merged.
-  FlowId start(std::vector<LinkUse> usage, double bytes, TimePs latency, Completion on_complete);
+  // Entries of `usage` naming the same link are merged. The id names the
+  // flow until its completion callback has returned.
+  FlowId start(std::span<const LinkUse> usage, double bytes, TimePs latency, Completion on_complete);
 
-  // Current rate in bytes per second (0 while waiting out its latency or done).
+  // Current rate in bytes per second (0 while waiting out its latency).
   double rate(FlowId flow) const;
-  bool finished(FlowId flow) const;
   // Bytes that have crossed each link so far (indexed by LinkId), running
   // flows included: finished flows' bytes as tallied when they ended, plus
   // the unfinished flows' progress.
@@ -61,12 +64,13 @@ class FlowNetwork {
  private:
   enum class State { waiting, active, done };
   struct Flow {
-    std::vector<LinkUse> usage;
+    std::vector<LinkUse> usage;  // emptied, its capacity kept, when the flow ends
     double bytes = 0;
     double remaining = 0;
     double rate = 0;
     TimePs last_update = 0;
-    std::uint32_t version = 0;  // invalidates stale completion-heap entries
+    std::uint64_t serial = 0;   // start order: ties between completions break by it
+    std::uint32_t version = 0;  // invalidates stale completion-heap entries, across reuses of the slot
     std::uint32_t visit_mark = 0;
     State state = State::waiting;
     bool on_links = false;  // listed in link_flows_ (a flow with links and bytes to move)
@@ -74,9 +78,10 @@ class FlowNetwork {
   };
   struct Due {
     TimePs when;
+    std::uint64_t serial;
     FlowId flow;
     std::uint32_t version;
-    bool operator>(const Due& other) const { return when != other.when ? when > other.when : flow > other.flow; }
+    bool operator>(const Due& other) const { return when != other.when ? when > other.when : serial > other.serial; }
   };
 
   void activate(FlowId flow);
@@ -93,7 +98,9 @@ class FlowNetwork {
 
   EventEngine& engine_;
   std::vector<double> capacity_;
-  std::vector<Flow> flows_;  // a finished flow keeps no links: a step runs millions of flows
+  std::vector<Flow> flows_;
+  std::vector<FlowId> free_slots_;  // of flows whose completion has been delivered
+  std::uint64_t started_ = 0;
   std::vector<double> finished_link_bytes_;  // by LinkId
   std::vector<std::vector<FlowId>> link_flows_;  // active flows per link
   // Marks for "seen in this pass", by epoch so they never need clearing. One

@@ -576,6 +576,7 @@ TEST_CASE("a run of kernels that nothing else waits for costs one event, with ea
   CHECK(f[1].end == -1);
   CHECK(f[2].start == -1);
   CHECK(f[2].end == -1);
+  CHECK(failed.step_time == ms + ms / 2);  // the simulation stops where the allocation failed
 }
 
 TEST_CASE("the same inputs give the same timeline; flow and analytical agree without contention", "[step][determinism]") {
@@ -594,6 +595,61 @@ TEST_CASE("the same inputs give the same timeline; flow and analytical agree wit
   const sim::StepTimeline analytical = simulate(program, sim::NetworkMode::analytical);
   REQUIRE(a.step_time >= analytical.step_time - picoseconds_from_seconds(1e-9));
   REQUIRE(seconds_from_picoseconds(a.step_time) == Approx(seconds_from_picoseconds(analytical.step_time)).epsilon(0.05));
+}
+
+TEST_CASE("timing only some ranks keeps theirs and changes nothing else", "[step][determinism]") {
+  const Program program = compile_step(step_config("zero3", 16, 2));
+  const sim::StepTimeline all = simulate(program);
+  sim::StepSimulationOptions options;
+  options.timed_ranks = std::vector<int>{3, 9};
+  const sim::StepTimeline some =
+      sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+  REQUIRE(some.ops.size() == all.ops.size());
+  for (std::size_t rank = 0; rank < all.ops.size(); ++rank) {
+    INFO("rank " << rank);
+    if (rank == 3 || rank == 9) {
+      CHECK(some.ops[rank] == all.ops[rank]);
+    } else {
+      CHECK(some.ops[rank].empty());
+    }
+  }
+  CHECK(some.step_time == all.step_time);
+  CHECK(some.events == all.events);
+  CHECK(some.link_bytes == all.link_bytes);
+  for (std::size_t rank = 0; rank < all.peak_memory.size(); ++rank) {
+    CHECK(some.peak_memory[rank].total_bytes == all.peak_memory[rank].total_bytes);
+  }
+  options.timed_ranks = std::vector<int>{16};
+  REQUIRE_THROWS_AS(sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options),
+                    std::invalid_argument);
+}
+
+TEST_CASE("collectives issued in crossed orders deadlock, and the error names the op that cannot end",
+          "[step][collective]") {
+  // Rank 0 calls on communicator a then b, rank 1 on b then a, one stream
+  // each: each waits in its first call for the other.
+  Program program;
+  program.ranks = 2;
+  program.streams = {"communication"};
+  program.communicators.push_back(make_communicator("a", 2, [](int) { return 0; }));
+  program.communicators.push_back(make_communicator("b", 2, [](int) { return 0; }));
+  for (int rank = 0; rank < 2; ++rank) {
+    RankProgram p;
+    for (int communicator : rank == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
+      Op all_reduce;
+      all_reduce.kind = OpKind::collective;
+      all_reduce.name = std::string("all_reduce_") + (communicator == 0 ? "a" : "b");
+      all_reduce.collective = CollectiveOp::all_reduce;
+      all_reduce.communicator = communicator;
+      all_reduce.bytes = 1 << 20;
+      p.ops.push_back(all_reduce);
+    }
+    program.programs.push_back(p);
+    program.program_of_rank.push_back(rank);
+  }
+  validate_program(program);
+  REQUIRE_THROWS_WITH(simulate_pair(program),
+                      Catch::Contains("deadlocks") && Catch::Contains("all_reduce_a of rank 0 never ends"));
 }
 
 TEST_CASE("a Program survives JSON and a broken one is refused", "[step][program]") {

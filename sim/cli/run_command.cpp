@@ -79,6 +79,11 @@ int run_step(const RunOptions& options) {
   }
   sim::StepSimulationOptions simulation;
   simulation.network = sim::parse_network_mode(options.network);
+  // Timings of the ranks the trace and the HDF5 file write, and of the one
+  // the breakdown is of: a pipeline step keeps half a gigabyte for all 1024.
+  std::vector<int> timed{options.breakdown_rank};
+  if (!options.trace.empty() || !options.h5.empty()) timed.insert(timed.end(), record.begin(), record.end());
+  simulation.timed_ranks = std::move(timed);
   const int group_ranks = sim::placement_group_ranks(step.plan, inputs.factors, step.ranks());
   simulation.gpu_of_rank =
       topology::place_ranks(cluster, step.ranks(), topology::parse_placement_policy(options.placement), group_ranks).gpu_of_rank;

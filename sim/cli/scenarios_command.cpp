@@ -113,7 +113,9 @@ int run_scenarios(const ScenarioOptions& options) {
             JobInputs inputs = load_job_inputs(job);
             workloads::apply_overlap_level(inputs.step.plan, overlap);
             const workloads::Program program = workloads::compile_step(inputs.step);
-            const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile);
+            sim::StepSimulationOptions simulation;
+            simulation.timed_ranks = std::vector<int>{0};  // the breakdown's rank
+            const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile, simulation);
             const sim::StepSummary summary = sim::summarize_step(program, timeline, profile, spec.node.gpu_memory_bytes);
             const nlohmann::json& d = program.description;
             out << d["system"].get<std::string>() << "," << gpus << "," << overlap << ","

@@ -101,6 +101,7 @@ StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candi
   options.mirror_ranks = true;
   options.gpu_of_rank = candidate.placement->gpu_of_rank;
   options.choices = &choices_;
+  options.timed_ranks = std::vector<int>{0};  // the exposed communication below
   const StepTimeline timeline = simulate_step(program, cluster_, router_, profile_, options);
   StepEstimate estimate;
   estimate.out_of_memory = timeline.out_of_memory.has_value();
@@ -119,6 +120,7 @@ StepTimeline PlanSearch::simulate(const workloads::Program& program, const Candi
   options.network = NetworkMode::flow;
   options.gpu_of_rank = candidate.placement->gpu_of_rank;
   options.choices = &choices_;
+  options.timed_ranks = std::vector<int>{0};  // summarize() breaks rank 0's time down
   return simulate_step(program, cluster_, router_, profile_, options);
 }
 

@@ -109,6 +109,7 @@ class PlanSearch {
   // The pieces, for --explain and for tests.
   workloads::Program compile(const SearchRequest& request, const Candidate& candidate) const;
   StepEstimate estimate(const workloads::Program& program, const Candidate& candidate);
+  // Every rank on the flow network; the Timeline keeps rank 0's op timings.
   StepTimeline simulate(const workloads::Program& program, const Candidate& candidate);
   SimulatedStep summarize(const workloads::Program& program, const StepTimeline& timeline) const;
 

@@ -151,6 +151,13 @@ class StepSimulation {
   void choose_played_ranks();
   void check_options() const;
 
+  // Null for a rank whose timings the Timeline does not keep.
+  OpTiming* timing(int rank, std::uint32_t op) {
+    auto& timings = timeline_.ops[static_cast<std::size_t>(rank)];
+    return timings.empty() ? nullptr : &timings[op];
+  }
+  void report_deadlock() const;
+
   const Op& op_of(int rank, std::uint32_t op) const {
     return program_.programs[static_cast<std::size_t>(ranks_[static_cast<std::size_t>(rank)].program)].ops[op];
   }
@@ -180,6 +187,7 @@ class StepSimulation {
   std::vector<std::pair<int, int>> ready_;  // (rank, stream) to look at
   StepTimeline timeline_;
   bool stopped_ = false;
+  TimePs last_end_ = 0;
   std::size_t finished_ = 0;
   std::size_t total_ops_ = 0;
   std::size_t next_progress_ = 0;
@@ -204,6 +212,10 @@ StepTimeline StepSimulation::run() {
   choose_played_ranks();
   ranks_.resize(static_cast<std::size_t>(program_.ranks));
   timeline_.ops.resize(ranks_.size());
+  std::vector<char> timed(ranks_.size(), options_.timed_ranks ? 0 : 1);
+  if (options_.timed_ranks) {
+    for (int rank : *options_.timed_ranks) timed[static_cast<std::size_t>(rank)] = 1;
+  }
   timeline_.peak_memory.resize(ranks_.size());
   for (int rank : played_) {
     RankState& state = ranks_[static_cast<std::size_t>(rank)];
@@ -222,7 +234,7 @@ StepTimeline StepSimulation::run() {
       state.memory_total += state.memory[c];
     }
     timeline_.peak_memory[static_cast<std::size_t>(rank)] = {state.memory_total, state.memory, 0};
-    timeline_.ops[static_cast<std::size_t>(rank)].resize(rank_program.ops.size());
+    if (timed[static_cast<std::size_t>(rank)]) timeline_.ops[static_cast<std::size_t>(rank)].resize(rank_program.ops.size());
     total_ops_ += rank_program.ops.size();
     for (std::size_t s = 0; s < streams; ++s) ready_.emplace_back(rank, static_cast<int>(s));
   }
@@ -240,21 +252,10 @@ StepTimeline StepSimulation::run() {
         if (timing.end > failed) timing.end = -1;
       }
     }
-  }
-  if (!stopped_ && finished_ != total_ops_) {
-    for (int rank : played_) {
-      const auto& ops = timeline_.ops[static_cast<std::size_t>(rank)];
-      for (std::size_t i = 0; i < ops.size(); ++i) {
-        if (ops[i].end < 0) {
-          throw std::runtime_error("the program deadlocks: op " + op_of(rank, static_cast<std::uint32_t>(i)).name +
-                                   " of rank " + std::to_string(rank) + " never " +
-                                   (ops[i].start < 0 ? "starts" : "ends"));
-        }
-      }
-    }
-  }
-  for (const auto& ops : timeline_.ops) {
-    for (const OpTiming& timing : ops) timeline_.step_time = std::max(timeline_.step_time, timing.end);
+    timeline_.step_time = failed;
+  } else {
+    if (finished_ != total_ops_) report_deadlock();
+    timeline_.step_time = last_end_;
   }
   if (network_) {
     timeline_.link_bytes = network_->link_bytes();
@@ -264,6 +265,23 @@ StepTimeline StepSimulation::run() {
   }
   timeline_.events = engine_.fired();
   return std::move(timeline_);
+}
+
+// Names an op that cannot go on: the one in flight, or else the next one, on
+// the first stream that has not run to its end.
+void StepSimulation::report_deadlock() const {
+  for (int rank : played_) {
+    const RankState& state = ranks_[static_cast<std::size_t>(rank)];
+    const auto& stream_ops = index_of(rank).stream_ops;
+    for (std::size_t s = 0; s < stream_ops.size(); ++s) {
+      const std::uint32_t head = state.stream_head[s];
+      if (head == stream_ops[s].size() && !state.stream_busy[s]) continue;
+      const bool in_flight = state.stream_busy[s] != 0;
+      const std::uint32_t op = stream_ops[s][in_flight ? head - 1 : head];
+      throw std::runtime_error("the program deadlocks: op " + op_of(rank, op).name + " of rank " +
+                               std::to_string(rank) + " never " + (in_flight ? "ends" : "starts"));
+    }
+  }
 }
 
 void StepSimulation::drain() {
@@ -289,7 +307,7 @@ void StepSimulation::try_stream(int rank, int stream) {
 void StepSimulation::start(int rank, std::uint32_t index) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const Op& op = op_of(rank, index);
-  timeline_.ops[static_cast<std::size_t>(rank)][index].start = engine_.now();
+  if (OpTiming* t = timing(rank, index)) t->start = engine_.now();
   switch (op.kind) {
     case OpKind::memory: {
       const auto category = static_cast<std::size_t>(op.memory);
@@ -341,6 +359,7 @@ std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int strea
   const auto& order = index.stream_ops[static_cast<std::size_t>(stream)];
   auto& head = state.stream_head[static_cast<std::size_t>(stream)];
   auto& timings = timeline_.ops[static_cast<std::size_t>(rank)];
+  const bool timed = !timings.empty();
   std::uint32_t op = first;
   TimePs end = first_end;
   while (head < order.size()) {
@@ -352,11 +371,11 @@ std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int strea
     if (std::any_of(dependent, dependents_end, [&](std::uint32_t d) { return d != next; })) break;
     if (state.pending[next] != (next_waits ? 1u : 0u)) break;
     state.pending[next] = 0;
-    timings[op].end = end;
+    if (timed) timings[op].end = end;
     count_finished();
     ++head;
     op = next;
-    timings[op].start = end;
+    if (timed) timings[op].start = end;
     end += index.kernel_duration[op];
   }
   return {op, end};
@@ -394,7 +413,8 @@ void StepSimulation::set_moving(int rank, int delta) {
 void StepSimulation::finish(int rank, std::uint32_t index) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const Op& op = op_of(rank, index);
-  timeline_.ops[static_cast<std::size_t>(rank)][index].end = engine_.now();
+  if (OpTiming* t = timing(rank, index)) t->end = engine_.now();
+  last_end_ = engine_.now();
   state.stream_busy[static_cast<std::size_t>(op.stream)] = 0;
   ready_.emplace_back(rank, op.stream);
   const ProgramIndex& program_index = index_of(rank);
@@ -486,6 +506,14 @@ void StepSimulation::choose_played_ranks() {
 }
 
 void StepSimulation::check_options() const {
+  if (options_.timed_ranks) {
+    for (int rank : *options_.timed_ranks) {
+      if (rank < 0 || rank >= program_.ranks) {
+        throw std::invalid_argument("timed rank " + std::to_string(rank) + " is not a rank of the program (0 to " +
+                                    std::to_string(program_.ranks - 1) + ")");
+      }
+    }
+  }
   if (!options_.gpu_of_rank.empty()) {
     if (options_.gpu_of_rank.size() != static_cast<std::size_t>(program_.ranks)) {
       throw std::invalid_argument("gpu_of_rank lists " + std::to_string(options_.gpu_of_rank.size()) +

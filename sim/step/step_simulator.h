@@ -73,8 +73,12 @@ struct OutOfMemory {
 };
 
 struct StepTimeline {
-  std::vector<std::vector<OpTiming>> ops;  // [rank][op of the rank's program]
-  TimePs step_time = 0;                    // the last op's end over all ranks
+  // [rank][op of the rank's program]; empty for a rank outside
+  // StepSimulationOptions::timed_ranks.
+  std::vector<std::vector<OpTiming>> ops;
+  // The last op's end over all ranks; when an allocation does not fit, the
+  // time it failed (the simulation stops there).
+  TimePs step_time = 0;
   std::vector<MemoryPeak> peak_memory;     // per rank
   std::optional<OutOfMemory> out_of_memory;
   std::vector<double> link_bytes;  // per LinkId (flow mode)
@@ -92,11 +96,17 @@ struct StepSimulationOptions {
   // Shared across runs on one cluster and profile (a search); a private
   // one is used when null.
   CollectiveChoices* choices = nullptr;
+  // Ranks whose op timings the Timeline keeps; nullopt keeps every rank's.
+  // Step time, peak memory and the rest cover every rank either way. Every
+  // rank's timings of a 1024-GPU pipeline step are half a gigabyte, and a
+  // report or a search reads one rank's.
+  std::optional<std::vector<int>> timed_ranks;
 };
 
 // Throws InputError when the Program has more ranks than the cluster has GPUs
 // or the profile lacks a dtype the Program uses; std::invalid_argument for a
-// gpu_of_rank of the wrong size, or mirror_ranks on the flow network.
+// gpu_of_rank of the wrong size, a timed rank outside the Program, or
+// mirror_ranks on the flow network.
 StepTimeline simulate_step(const workloads::Program& program, const topology::Cluster& cluster,
                            const topology::Router& router, const calib::Profile& profile,
                            const StepSimulationOptions& options = {});
