@@ -25,7 +25,15 @@ EventId EventEngine::schedule_at(TimePs when, Callback callback) {
   if (!callback) throw std::logic_error("event scheduled without a callback");
   const EventId id = next_id_++;
   slots_.push_back(std::move(callback));
-  queue_.push({when, id});
+  if (last_scheduled_ == instants_.end() || last_scheduled_->first != when) {
+    auto [it, added] = instants_.try_emplace(when);
+    if (added && !spare_lists_.empty()) {
+      it->second.ids = std::move(spare_lists_.back());
+      spare_lists_.pop_back();
+    }
+    last_scheduled_ = it;
+  }
+  last_scheduled_->second.ids.push_back(id);
   ++pending_;
   return id;
 }
@@ -39,22 +47,36 @@ bool EventEngine::cancel(EventId id) {
   return true;
 }
 
-bool EventEngine::step() {
-  while (!queue_.empty()) {
-    const Entry entry = queue_.top();
-    queue_.pop();
-    Callback* callback = slot(entry.id);
-    if (callback == nullptr || !*callback) continue;  // cancelled
-    Callback fire = std::move(*callback);
-    *callback = nullptr;
-    --pending_;
-    ++fired_;
-    now_ = entry.when;
-    drop_fired_slots();
-    fire();
-    return true;
+std::map<TimePs, EventEngine::Instant>::iterator EventEngine::next_instant() {
+  while (!instants_.empty()) {
+    auto it = instants_.begin();
+    Instant& instant = it->second;
+    while (instant.next < instant.ids.size()) {
+      const Callback* callback = slot(instant.ids[instant.next]);
+      if (callback != nullptr && *callback) return it;
+      ++instant.next;  // cancelled
+    }
+    instant.ids.clear();
+    spare_lists_.push_back(std::move(instant.ids));
+    if (last_scheduled_ == it) last_scheduled_ = instants_.end();
+    instants_.erase(it);
   }
-  return false;
+  return instants_.end();
+}
+
+bool EventEngine::step() {
+  const auto it = next_instant();
+  if (it == instants_.end()) return false;
+  Instant& instant = it->second;
+  Callback* callback = slot(instant.ids[instant.next++]);
+  Callback fire = std::move(*callback);
+  *callback = nullptr;
+  --pending_;
+  ++fired_;
+  now_ = it->first;
+  drop_fired_slots();
+  fire();  // may schedule more events at this instant: they join its list
+  return true;
 }
 
 void EventEngine::run() {
@@ -63,16 +85,7 @@ void EventEngine::run() {
 }
 
 void EventEngine::run_until(TimePs until) {
-  while (!queue_.empty()) {
-    const Entry entry = queue_.top();
-    Callback* callback = slot(entry.id);
-    if (callback == nullptr || !*callback) {
-      queue_.pop();
-      continue;
-    }
-    if (entry.when > until) break;
-    step();
-  }
+  for (auto it = next_instant(); it != instants_.end() && it->first <= until; it = next_instant()) step();
   if (until > now_) now_ = until;
 }
 

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,49 @@ TEST_CASE("same-time events fire in the order they were scheduled", "[event_engi
   engine.schedule_at(5, [&] { engine.schedule_at(5, [&] { order += 'z'; }); });
   engine.run();
   REQUIRE(order == "abcdefghz");
+}
+
+TEST_CASE("any mix of times, schedules from inside events and cancellations fires as a stable sort by time",
+          "[event_engine]") {
+  // The reference: every event scheduled, in scheduling order, less those
+  // cancelled, stably sorted by time.
+  struct Scheduled {
+    TimePs when;
+    shardsim::sim::EventId id;
+    bool cancelled = false;
+  };
+  std::mt19937 random(7);
+  EventEngine engine;
+  std::vector<Scheduled> scheduled;
+  std::vector<std::size_t> fired;
+  std::function<void(TimePs)> add = [&](TimePs when) {
+    const std::size_t label = scheduled.size();
+    scheduled.push_back({when, 0});
+    scheduled[label].id = engine.schedule_at(when, [&, label] {
+      fired.push_back(label);
+      if (scheduled.size() < 20000) {
+        for (int k = std::uniform_int_distribution<int>(0, 3)(random); k > 0; --k) {
+          add(engine.now() + std::uniform_int_distribution<TimePs>(0, 3)(random));
+        }
+      }
+      Scheduled& victim = scheduled[std::uniform_int_distribution<std::size_t>(0, scheduled.size() - 1)(random)];
+      if (std::uniform_int_distribution<int>(0, 3)(random) == 0 && engine.cancel(victim.id)) victim.cancelled = true;
+    });
+  };
+  for (int i = 0; i < 200; ++i) add(std::uniform_int_distribution<TimePs>(0, 50)(random));
+  engine.run();
+
+  std::vector<std::size_t> expected;
+  for (std::size_t i = 0; i < scheduled.size(); ++i) {
+    if (!scheduled[i].cancelled) expected.push_back(i);
+  }
+  std::stable_sort(expected.begin(), expected.end(),
+                   [&](std::size_t a, std::size_t b) { return scheduled[a].when < scheduled[b].when; });
+  REQUIRE(scheduled.size() > 10000);
+  REQUIRE(fired.size() < scheduled.size());  // some were cancelled
+  REQUIRE(fired == expected);
+  REQUIRE(engine.pending() == 0);
+  REQUIRE(engine.fired() == fired.size());
 }
 
 TEST_CASE("a cancelled event does not fire and cancelling twice is refused", "[event_engine]") {
