@@ -2,6 +2,7 @@
 
 #include "sim/collectives/selection.h"
 #include "sim/step/kernel_time.h"
+#include "sim/step/lone_collectives.h"
 #include "topology/json_input.h"
 #include "topology/placement.h"
 
@@ -177,6 +178,7 @@ class StepSimulation {
 
   EventEngine engine_;
   std::unique_ptr<FlowNetwork> network_;
+  std::unique_ptr<LoneCollectives> lone_;  // flow network, with the shortcut on
   std::vector<ProgramIndex> indexes_;
   std::vector<RankState> ranks_;
   std::vector<std::vector<GroupCalls>> calls_;  // [communicator][group]
@@ -210,6 +212,17 @@ StepTimeline StepSimulation::run() {
     call_choices_[c].resize(program_.communicators[c].groups.size());
   }
   choose_played_ranks();
+  if (network_ && options_.lone_shortcut) {
+    lone_ = std::make_unique<LoneCollectives>(
+        program_, cluster_, profile_, [this](int communicator, int group, CollectiveOp kind, int root, double bytes) {
+          Instance call;
+          call.kind = kind;
+          call.root = root;
+          call.bytes = bytes;
+          CallChoice& choice = choices(communicator, group, call);
+          return choice.group->plan(*choice.choice);
+        });
+  }
   ranks_.resize(static_cast<std::size_t>(program_.ranks));
   timeline_.ops.resize(ranks_.size());
   std::vector<char> timed(ranks_.size(), options_.timed_ranks ? 0 : 1);
@@ -259,6 +272,7 @@ StepTimeline StepSimulation::run() {
   }
   if (network_) {
     timeline_.link_bytes = network_->link_bytes();
+    if (lone_) lone_->add_link_bytes(timeline_.link_bytes);
     for (std::size_t link = 0; link < timeline_.link_bytes.size(); ++link) {
       if (cluster_.is_leaf_uplink(static_cast<topology::LinkId>(link))) timeline_.spine_bytes += timeline_.link_bytes[link];
     }
@@ -637,7 +651,13 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
                            [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
-  run_transfer_plan(engine_, *network_, chosen.plan(choice), instance.bytes,
+  auto plan = chosen.plan(choice);
+  if (lone_ && lone_->lone(communicator, group)) {
+    engine_.schedule_after(lone_->duration(plan, instance.bytes),
+                           [this, communicator, group, call] { land(communicator, group, call); });
+    return;
+  }
+  run_transfer_plan(engine_, *network_, std::move(plan), instance.bytes,
                     [this, communicator, group, call] { land(communicator, group, call); });
 }
 

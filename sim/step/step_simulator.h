@@ -16,6 +16,10 @@
 //     (contention between concurrent collectives included) or from its
 //     alpha-beta cost (analytical mode, no contention), or the profile's
 //     measured time for that collective and group shape (table mode);
+//   - on the flow network, a group whose collectives never share a link with
+//     any other group's (a tensor-parallel group alone in its node, say) has
+//     each call take the time it takes alone, simulated once per plan and
+//     size (lone_collectives.h): the same timeline at a fraction of the work;
 //   - memory ops allocate or free at once; the rank's memory starts at the
 //     program's resident bytes. The first allocation past the GPU's capacity
 //     stops the simulation: the Timeline reports where and with what
@@ -101,6 +105,8 @@ struct StepSimulationOptions {
   // rank's timings of a 1024-GPU pipeline step are half a gigabyte, and a
   // report or a search reads one rank's.
   std::optional<std::vector<int>> timed_ranks;
+  // false plays the flows of lone groups' calls too: a check on the shortcut.
+  bool lone_shortcut = true;
 };
 
 // Throws InputError when the Program has more ranks than the cluster has GPUs
