@@ -23,8 +23,15 @@ using workloads::Program;
 using workloads::RankProgram;
 
 // What every rank running one RankProgram shares: kernel durations, the
-// reverse dependency lists and each stream's op order.
+// reverse dependency lists and each stream's op order, and each op's kind
+// and stream packed apart from the Op (what moving ops along reads most).
+struct OpHead {
+  OpKind kind;
+  std::uint16_t stream;
+};
+
 struct ProgramIndex {
+  std::vector<OpHead> heads;
   std::vector<TimePs> kernel_duration;
   std::vector<std::uint32_t> dependents_begin;  // CSR over ops: dependents of op i are
   std::vector<std::uint32_t> dependents;        // dependents[begin[i] .. begin[i + 1])
@@ -35,10 +42,12 @@ ProgramIndex index_program(const RankProgram& program, std::size_t streams, cons
   ProgramIndex index;
   const std::size_t n = program.ops.size();
   index.kernel_duration.assign(n, 0);
+  index.heads.resize(n);
   index.stream_ops.resize(streams);
   std::vector<std::uint32_t> count(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = program.ops[i];
+    index.heads[i] = {op.kind, static_cast<std::uint16_t>(op.stream)};
     if (op.kind == OpKind::compute) index.kernel_duration[i] = picoseconds_from_seconds(kernel_seconds(op, profile));
     index.stream_ops[static_cast<std::size_t>(op.stream)].push_back(static_cast<std::uint32_t>(i));
     for (std::uint32_t dep : op.deps) ++count[dep + 1];
@@ -62,11 +71,17 @@ struct RunningKernel {
   bool active = false;
 };
 
+// One stream of one rank: its ops in program order and the next to start.
+struct StreamCursor {
+  const std::uint32_t* order = nullptr;
+  std::uint32_t size = 0;
+  std::uint32_t head = 0;
+  bool busy = false;  // an op of the stream has started and not ended
+};
+
 struct RankState {
   int program = 0;
   std::vector<std::uint32_t> pending;  // unfinished dependencies per op
-  std::vector<std::uint32_t> stream_head;
-  std::vector<char> stream_busy;
   std::vector<std::uint32_t> calls;  // collective calls made, per communicator
   MemoryBytes memory{};
   double memory_total = 0;
@@ -159,6 +174,9 @@ class StepSimulation {
   }
   void report_deadlock() const;
 
+  StreamCursor& cursor(int rank, int stream) {
+    return cursors_[static_cast<std::size_t>(rank) * program_.streams.size() + static_cast<std::size_t>(stream)];
+  }
   const Op& op_of(int rank, std::uint32_t op) const {
     return program_.programs[static_cast<std::size_t>(ranks_[static_cast<std::size_t>(rank)].program)].ops[op];
   }
@@ -181,6 +199,7 @@ class StepSimulation {
   std::unique_ptr<LoneCollectives> lone_;  // flow network, with the shortcut on
   std::vector<ProgramIndex> indexes_;
   std::vector<RankState> ranks_;
+  std::vector<StreamCursor> cursors_;  // [rank x streams + stream]
   std::vector<std::vector<GroupCalls>> calls_;  // [communicator][group]
   std::vector<std::vector<std::vector<CallChoice>>> call_choices_;  // [communicator][group]: one per kind and root
   std::vector<int> played_;  // the ranks simulated: every rank, or (mirror mode) the representatives
@@ -224,6 +243,7 @@ StepTimeline StepSimulation::run() {
         });
   }
   ranks_.resize(static_cast<std::size_t>(program_.ranks));
+  cursors_.resize(ranks_.size() * streams);
   timeline_.ops.resize(ranks_.size());
   std::vector<char> timed(ranks_.size(), options_.timed_ranks ? 0 : 1);
   if (options_.timed_ranks) {
@@ -238,10 +258,12 @@ StepTimeline StepSimulation::run() {
     for (std::size_t i = 0; i < rank_program.ops.size(); ++i) {
       state.pending[i] = static_cast<std::uint32_t>(rank_program.ops[i].deps.size());
     }
-    state.stream_head.assign(streams, 0);
-    state.stream_busy.assign(streams, 0);
     state.calls.assign(program_.communicators.size(), 0);
     state.running.resize(streams);
+    for (std::size_t s = 0; s < streams; ++s) {
+      const auto& order = indexes_[static_cast<std::size_t>(state.program)].stream_ops[s];
+      cursor(rank, static_cast<int>(s)) = {order.data(), static_cast<std::uint32_t>(order.size()), 0, false};
+    }
     for (std::size_t c = 0; c < state.memory.size(); ++c) {
       state.memory[c] = rank_program.resident_bytes[c];
       state.memory_total += state.memory[c];
@@ -285,13 +307,11 @@ StepTimeline StepSimulation::run() {
 // the first stream that has not run to its end.
 void StepSimulation::report_deadlock() const {
   for (int rank : played_) {
-    const RankState& state = ranks_[static_cast<std::size_t>(rank)];
-    const auto& stream_ops = index_of(rank).stream_ops;
-    for (std::size_t s = 0; s < stream_ops.size(); ++s) {
-      const std::uint32_t head = state.stream_head[s];
-      if (head == stream_ops[s].size() && !state.stream_busy[s]) continue;
-      const bool in_flight = state.stream_busy[s] != 0;
-      const std::uint32_t op = stream_ops[s][in_flight ? head - 1 : head];
+    for (std::size_t s = 0; s < program_.streams.size(); ++s) {
+      const StreamCursor& stream = cursors_[static_cast<std::size_t>(rank) * program_.streams.size() + s];
+      if (stream.head == stream.size && !stream.busy) continue;
+      const bool in_flight = stream.busy;
+      const std::uint32_t op = stream.order[in_flight ? stream.head - 1 : stream.head];
       throw std::runtime_error("the program deadlocks: op " + op_of(rank, op).name + " of rank " +
                                std::to_string(rank) + " never " + (in_flight ? "ends" : "starts"));
     }
@@ -307,13 +327,12 @@ void StepSimulation::drain() {
 }
 
 void StepSimulation::try_stream(int rank, int stream) {
-  RankState& state = ranks_[static_cast<std::size_t>(rank)];
-  const auto& order = index_of(rank).stream_ops[static_cast<std::size_t>(stream)];
-  auto& head = state.stream_head[static_cast<std::size_t>(stream)];
-  while (!stopped_ && !state.stream_busy[static_cast<std::size_t>(stream)] && head < order.size()) {
-    const std::uint32_t op = order[head];
-    if (state.pending[op] > 0) return;
-    ++head;
+  StreamCursor& at = cursor(rank, stream);
+  const std::uint32_t* pending = ranks_[static_cast<std::size_t>(rank)].pending.data();
+  while (!stopped_ && !at.busy && at.head < at.size) {
+    const std::uint32_t op = at.order[at.head];
+    if (pending[op] > 0) return;
+    ++at.head;
     start(rank, op);
   }
 }
@@ -339,7 +358,7 @@ void StepSimulation::start(int rank, std::uint32_t index) {
     }
     case OpKind::compute: {
       const auto stream = static_cast<std::size_t>(op.stream);
-      state.stream_busy[stream] = 1;
+      cursor(rank, op.stream).busy = true;
       const TimePs work = index_of(rank).kernel_duration[index];
       if (slowdown_ > 0) {
         RunningKernel& kernel = state.running[stream];
@@ -356,7 +375,7 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       return;
     }
     case OpKind::collective:
-      state.stream_busy[static_cast<std::size_t>(op.stream)] = 1;
+      cursor(rank, op.stream).busy = true;
       arrive(rank, index);
       return;
   }
@@ -370,15 +389,14 @@ void StepSimulation::start(int rank, std::uint32_t index) {
 std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const ProgramIndex& index = index_of(rank);
-  const auto& order = index.stream_ops[static_cast<std::size_t>(stream)];
-  auto& head = state.stream_head[static_cast<std::size_t>(stream)];
+  StreamCursor& at = cursor(rank, stream);
   auto& timings = timeline_.ops[static_cast<std::size_t>(rank)];
   const bool timed = !timings.empty();
   std::uint32_t op = first;
   TimePs end = first_end;
-  while (head < order.size()) {
-    const std::uint32_t next = order[head];
-    if (op_of(rank, next).kind != OpKind::compute) break;
+  while (at.head < at.size) {
+    const std::uint32_t next = at.order[at.head];
+    if (index.heads[next].kind != OpKind::compute) break;
     const std::uint32_t* dependent = index.dependents.data() + index.dependents_begin[op];
     const std::uint32_t* dependents_end = index.dependents.data() + index.dependents_begin[op + 1];
     const bool next_waits = dependent != dependents_end;
@@ -387,7 +405,7 @@ std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int strea
     state.pending[next] = 0;
     if (timed) timings[op].end = end;
     count_finished();
-    ++head;
+    ++at.head;
     op = next;
     if (timed) timings[op].start = end;
     end += index.kernel_duration[op];
@@ -426,15 +444,15 @@ void StepSimulation::set_moving(int rank, int delta) {
 
 void StepSimulation::finish(int rank, std::uint32_t index) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
-  const Op& op = op_of(rank, index);
+  const ProgramIndex& program_index = index_of(rank);
+  const int stream = program_index.heads[index].stream;
   if (OpTiming* t = timing(rank, index)) t->end = engine_.now();
   last_end_ = engine_.now();
-  state.stream_busy[static_cast<std::size_t>(op.stream)] = 0;
-  ready_.emplace_back(rank, op.stream);
-  const ProgramIndex& program_index = index_of(rank);
+  cursor(rank, stream).busy = false;
+  ready_.emplace_back(rank, stream);
   for (std::uint32_t d = program_index.dependents_begin[index]; d < program_index.dependents_begin[index + 1]; ++d) {
     const std::uint32_t dependent = program_index.dependents[d];
-    if (--state.pending[dependent] == 0) ready_.emplace_back(rank, op_of(rank, dependent).stream);
+    if (--state.pending[dependent] == 0) ready_.emplace_back(rank, program_index.heads[dependent].stream);
   }
   count_finished();
 }
