@@ -7,7 +7,6 @@
 #include "topology/placement.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -99,9 +98,43 @@ struct Instance {
   std::vector<std::pair<int, std::uint32_t>> members;  // (rank, op)
 };
 
-struct GroupCalls {
-  std::uint64_t first = 0;  // call number of instances.front()
-  std::deque<Instance> instances;
+// A group's calls from the oldest not yet landed to the newest issued, in a
+// ring that keeps its Instances (and their member lists' room) for the
+// calls after them: a group rarely has more than two calls open.
+class GroupCalls {
+ public:
+  Instance& operator[](std::uint64_t call) { return ring_[call % ring_.size()]; }
+
+  // Call `call` as a member issues it, opened (with any before it) if new.
+  Instance& issue(std::uint64_t call) {
+    if (call >= end_) {
+      if (call + 1 - first_ > ring_.size()) grow(call + 1 - first_);
+      for (std::uint64_t k = end_; k <= call; ++k) {
+        Instance& fresh = (*this)[k];
+        fresh.arrived = 0;
+        fresh.done = false;
+        fresh.members.clear();
+      }
+      end_ = call + 1;
+    }
+    return (*this)[call];
+  }
+
+  // Forgets the landed calls at the front.
+  void retire() {
+    while (first_ < end_ && (*this)[first_].done) ++first_;
+  }
+
+ private:
+  void grow(std::uint64_t needed) {
+    std::vector<Instance> bigger(std::max<std::size_t>({needed, 2 * ring_.size(), 2}));
+    for (std::uint64_t k = first_; k < end_; ++k) bigger[k % bigger.size()] = std::move((*this)[k]);
+    ring_ = std::move(bigger);
+  }
+
+  std::uint64_t first_ = 0;  // the oldest call not yet landed
+  std::uint64_t end_ = 0;    // one past the newest call issued
+  std::vector<Instance> ring_;
 };
 
 // What launch() looked up for one (group, kind, root) of call, and the
@@ -471,8 +504,7 @@ void StepSimulation::arrive(int rank, std::uint32_t index) {
   const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
   GroupCalls& calls = calls_[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)];
   const std::uint64_t call = state.calls[static_cast<std::size_t>(op.communicator)]++;
-  while (calls.first + calls.instances.size() <= call) calls.instances.emplace_back();
-  Instance& instance = calls.instances[call - calls.first];
+  Instance& instance = calls.issue(call);
   if (instance.arrived == 0) {
     instance.kind = op.collective;
     instance.bytes = op.bytes;
@@ -621,7 +653,7 @@ const GroupKinds& StepSimulation::group_kinds(int communicator, int program) {
 
 void StepSimulation::launch_mirrored(int communicator, int group, std::uint64_t call) {
   GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
-  const Instance& instance = calls.instances[call - calls.first];
+  const Instance& instance = calls[call];
   ++timeline_.collectives;
   for (const auto& [rank, op] : instance.members) set_moving(rank, +1);
   // The call stands for the same call on every group its played members
@@ -653,7 +685,7 @@ double StepSimulation::call_seconds(const CollectiveChoices::Group& group, const
 
 void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
   GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
-  const Instance& instance = calls.instances[call - calls.first];
+  const Instance& instance = calls[call];
   ++timeline_.collectives;
   for (const auto& [rank, op] : instance.members) set_moving(rank, +1);
   if (instance.members.size() == 1 || instance.bytes == 0) {
@@ -681,16 +713,13 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
 
 void StepSimulation::land(int communicator, int group, std::uint64_t call) {
   GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
-  Instance& instance = calls.instances[call - calls.first];
+  Instance& instance = calls[call];
   for (const auto& [rank, op] : instance.members) {
     set_moving(rank, -1);
     finish(rank, op);
   }
   instance.done = true;
-  while (!calls.instances.empty() && calls.instances.front().done) {
-    calls.instances.pop_front();
-    ++calls.first;
-  }
+  calls.retire();
   drain();
 }
 
