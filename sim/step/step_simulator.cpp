@@ -1,10 +1,10 @@
 #include "sim/step/step_simulator.h"
 
 #include "sim/collectives/selection.h"
-#include "sim/step/kernel_time.h"
 #include "sim/step/lone_collectives.h"
+#include "sim/step/played_ranks.h"
+#include "sim/step/program_index.h"
 #include "topology/json_input.h"
-#include "topology/placement.h"
 
 #include <algorithm>
 #include <map>
@@ -20,45 +20,6 @@ using workloads::Op;
 using workloads::OpKind;
 using workloads::Program;
 using workloads::RankProgram;
-
-// What every rank running one RankProgram shares: kernel durations, the
-// reverse dependency lists and each stream's op order, and each op's kind
-// and stream packed apart from the Op (what moving ops along reads most).
-struct OpHead {
-  OpKind kind;
-  std::uint16_t stream;
-};
-
-struct ProgramIndex {
-  std::vector<OpHead> heads;
-  std::vector<TimePs> kernel_duration;
-  std::vector<std::uint32_t> dependents_begin;  // CSR over ops: dependents of op i are
-  std::vector<std::uint32_t> dependents;        // dependents[begin[i] .. begin[i + 1])
-  std::vector<std::vector<std::uint32_t>> stream_ops;
-};
-
-ProgramIndex index_program(const RankProgram& program, std::size_t streams, const calib::Profile& profile) {
-  ProgramIndex index;
-  const std::size_t n = program.ops.size();
-  index.kernel_duration.assign(n, 0);
-  index.heads.resize(n);
-  index.stream_ops.resize(streams);
-  std::vector<std::uint32_t> count(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const Op& op = program.ops[i];
-    index.heads[i] = {op.kind, static_cast<std::uint16_t>(op.stream)};
-    if (op.kind == OpKind::compute) index.kernel_duration[i] = picoseconds_from_seconds(kernel_seconds(op, profile));
-    index.stream_ops[static_cast<std::size_t>(op.stream)].push_back(static_cast<std::uint32_t>(i));
-    for (std::uint32_t dep : op.deps) ++count[dep + 1];
-  }
-  for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-  index.dependents_begin = count;
-  index.dependents.resize(count[n]);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::uint32_t dep : program.ops[i].deps) index.dependents[count[dep]++] = static_cast<std::uint32_t>(i);
-  }
-  return index;
-}
 
 // A compute op in flight, tracked only when interference can change its speed.
 struct RunningKernel {
@@ -148,14 +109,6 @@ struct CallChoice {
   const AlgorithmCandidate* choice = nullptr;
 };
 
-// A communicator's groups told apart by how their GPUs sit on the cluster
-// (GPUs per node, leaf blocks): one representative of each kind and how many
-// groups are like it. The mirror estimate costs a call by its slowest kind.
-struct GroupKinds {
-  std::vector<std::vector<topology::GpuId>> representatives;
-  std::vector<int> counts;
-};
-
 class StepSimulation {
  public:
   StepSimulation(const Program& program, const topology::Cluster& cluster, const topology::Router& router,
@@ -195,9 +148,7 @@ class StepSimulation {
   std::pair<std::uint32_t, TimePs> run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end);
   CallChoice& choices(int communicator, int group, const Instance& instance);
   std::vector<topology::GpuId> gpus_of(const std::vector<int>& ranks) const;
-  const GroupKinds& group_kinds(int communicator, int program);
   int program_of_group(int communicator, int group) const;
-  void choose_played_ranks();
   void check_options() const;
 
   // Null for a rank whose timings the Timeline does not keep.
@@ -235,9 +186,8 @@ class StepSimulation {
   std::vector<StreamCursor> cursors_;  // [rank x streams + stream]
   std::vector<std::vector<GroupCalls>> calls_;  // [communicator][group]
   std::vector<std::vector<std::vector<CallChoice>>> call_choices_;  // [communicator][group]: one per kind and root
-  std::vector<int> played_;  // the ranks simulated: every rank, or (mirror mode) the representatives
-  std::vector<std::vector<int>> arrivals_needed_;  // [communicator][group]: played members
-  std::map<std::pair<int, int>, GroupKinds> group_kinds_;  // mirror mode, by (communicator, program)
+  PlayedRanks played_;
+  std::map<std::pair<int, int>, GroupKinds> group_kinds_;  // mirror mode, by (communicator, op list)
   std::vector<std::pair<int, int>> ready_;  // (rank, stream) to look at
   StepTimeline timeline_;
   bool stopped_ = false;
@@ -255,7 +205,7 @@ StepTimeline StepSimulation::run() {
   check_options();
   const std::size_t streams = program_.streams.size();
   for (const RankProgram& rank_program : program_.programs) {
-    indexes_.push_back(index_program(rank_program, streams, profile_));
+    indexes_.emplace_back(rank_program, streams, profile_);
   }
   calls_.resize(program_.communicators.size());
   call_choices_.resize(program_.communicators.size());
@@ -263,7 +213,7 @@ StepTimeline StepSimulation::run() {
     calls_[c].resize(program_.communicators[c].groups.size());
     call_choices_[c].resize(program_.communicators[c].groups.size());
   }
-  choose_played_ranks();
+  played_ = played_ranks(program_, options_.mirror_ranks);
   if (network_ && options_.lone_shortcut) {
     lone_ = std::make_unique<LoneCollectives>(
         program_, cluster_, profile_, [this](int communicator, int group, CollectiveOp kind, int root, double bytes) {
@@ -283,7 +233,7 @@ StepTimeline StepSimulation::run() {
     for (int rank : *options_.timed_ranks) timed[static_cast<std::size_t>(rank)] = 1;
   }
   timeline_.peak_memory.resize(ranks_.size());
-  for (int rank : played_) {
+  for (int rank : played_.ranks) {
     RankState& state = ranks_[static_cast<std::size_t>(rank)];
     state.program = program_.program_of_rank[static_cast<std::size_t>(rank)];
     const RankProgram& rank_program = program_.program_of(rank);
@@ -339,7 +289,7 @@ StepTimeline StepSimulation::run() {
 // Names an op that cannot go on: the one in flight, or else the next one, on
 // the first stream that has not run to its end.
 void StepSimulation::report_deadlock() const {
-  for (int rank : played_) {
+  for (int rank : played_.ranks) {
     for (std::size_t s = 0; s < program_.streams.size(); ++s) {
       const StreamCursor& stream = cursors_[static_cast<std::size_t>(rank) * program_.streams.size() + s];
       if (stream.head == stream.size && !stream.busy) continue;
@@ -514,58 +464,13 @@ void StepSimulation::arrive(int rank, std::uint32_t index) {
                            " meets a different call on communicator " + communicator.name);
   }
   instance.members.emplace_back(rank, index);
-  if (++instance.arrived < arrivals_needed_[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)]) {
+  if (++instance.arrived < played_.arrivals_needed[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)]) {
     return;
   }
   if (options_.mirror_ranks) {
     launch_mirrored(op.communicator, group, call);
   } else {
     launch(op.communicator, group, call);
-  }
-}
-
-void StepSimulation::choose_played_ranks() {
-  const auto& communicators = program_.communicators;
-  arrivals_needed_.resize(communicators.size());
-  if (!options_.mirror_ranks) {
-    played_.resize(static_cast<std::size_t>(program_.ranks));
-    for (int rank = 0; rank < program_.ranks; ++rank) played_[static_cast<std::size_t>(rank)] = rank;
-    for (std::size_t c = 0; c < communicators.size(); ++c) {
-      arrivals_needed_[c].assign(communicators[c].groups.size(), communicators[c].group_size());
-    }
-    return;
-  }
-  // Rank 0 and, transitively, every member of a group of a played rank in
-  // which ranks run different op lists (the pipeline's stage pairs). A group
-  // whose members all run one op list mirrors its played member.
-  std::vector<char> is_played(static_cast<std::size_t>(program_.ranks), 0);
-  is_played[0] = 1;
-  played_ = {0};
-  for (std::size_t next = 0; next < played_.size(); ++next) {
-    const int rank = played_[next];
-    const int program = program_.program_of_rank[static_cast<std::size_t>(rank)];
-    for (const auto& communicator : communicators) {
-      const int group = communicator.group_of_rank[static_cast<std::size_t>(rank)];
-      if (group < 0) continue;
-      const auto& members = communicator.groups[static_cast<std::size_t>(group)];
-      const bool mixed = std::any_of(members.begin(), members.end(), [&](int member) {
-        return program_.program_of_rank[static_cast<std::size_t>(member)] != program;
-      });
-      if (!mixed) continue;
-      for (int member : members) {
-        if (is_played[static_cast<std::size_t>(member)]) continue;
-        is_played[static_cast<std::size_t>(member)] = 1;
-        played_.push_back(member);
-      }
-    }
-  }
-  std::sort(played_.begin(), played_.end());
-  for (std::size_t c = 0; c < communicators.size(); ++c) {
-    arrivals_needed_[c].assign(communicators[c].groups.size(), 0);
-    for (int rank : played_) {
-      const int group = communicators[c].group_of_rank[static_cast<std::size_t>(rank)];
-      if (group >= 0) ++arrivals_needed_[c][static_cast<std::size_t>(group)];
-    }
   }
 }
 
@@ -621,36 +526,6 @@ int StepSimulation::program_of_group(int communicator, int group) const {
   return program_.program_of_rank[static_cast<std::size_t>(ranks.front())];
 }
 
-const GroupKinds& StepSimulation::group_kinds(int communicator, int program) {
-  auto [it, added] = group_kinds_.try_emplace({communicator, program});
-  if (!added) return it->second;
-  using Shape = std::pair<std::vector<int>, int>;  // GPUs per node (sorted), leaf blocks
-  std::map<Shape, std::size_t> kind_of_shape;
-  const auto& groups = program_.communicators[static_cast<std::size_t>(communicator)].groups;
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (program_of_group(communicator, static_cast<int>(g)) != program) continue;
-    const auto& ranks = groups[g];
-    auto gpus = gpus_of(ranks);
-    std::map<int, int> per_node;
-    std::map<int, int> blocks;
-    for (topology::GpuId gpu : gpus) {
-      const int node = cluster_.node_of(gpu);
-      ++per_node[node];
-      ++blocks[topology::leaf_block_of_node(cluster_, node)];
-    }
-    Shape shape{{}, static_cast<int>(blocks.size())};
-    for (const auto& [node, count] : per_node) shape.first.push_back(count);
-    std::sort(shape.first.begin(), shape.first.end());
-    const auto [kind, is_new] = kind_of_shape.try_emplace(std::move(shape), it->second.representatives.size());
-    if (is_new) {
-      it->second.representatives.push_back(std::move(gpus));
-      it->second.counts.push_back(0);
-    }
-    ++it->second.counts[kind->second];
-  }
-  return it->second;
-}
-
 void StepSimulation::launch_mirrored(int communicator, int group, std::uint64_t call) {
   GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
   const Instance& instance = calls[call];
@@ -658,7 +533,10 @@ void StepSimulation::launch_mirrored(int communicator, int group, std::uint64_t 
   for (const auto& [rank, op] : instance.members) set_moving(rank, +1);
   // The call stands for the same call on every group its played members
   // mirror: those whose ranks run the same op list.
-  const GroupKinds& kinds = group_kinds(communicator, program_of_group(communicator, group));
+  const int op_list = program_of_group(communicator, group);
+  auto [found, added] = group_kinds_.try_emplace({communicator, op_list});
+  if (added) found->second = group_kinds(program_, cluster_, options_.gpu_of_rank, communicator, op_list);
+  const GroupKinds& kinds = found->second;
   double seconds = 0;
   if (program_.communicators[static_cast<std::size_t>(communicator)].group_size() > 1 && instance.bytes > 0) {
     const CollectiveCall kind{instance.kind, instance.root};

@@ -1,0 +1,28 @@
+#include "sim/step/program_index.h"
+
+#include "sim/step/kernel_time.h"
+
+namespace shardsim::sim {
+
+ProgramIndex::ProgramIndex(const workloads::RankProgram& program, std::size_t streams, const calib::Profile& profile) {
+  const std::size_t n = program.ops.size();
+  kernel_duration.assign(n, 0);
+  heads.resize(n);
+  stream_ops.resize(streams);
+  std::vector<std::uint32_t> count(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const workloads::Op& op = program.ops[i];
+    heads[i] = {op.kind, static_cast<std::uint16_t>(op.stream)};
+    if (op.kind == workloads::OpKind::compute) kernel_duration[i] = picoseconds_from_seconds(kernel_seconds(op, profile));
+    stream_ops[static_cast<std::size_t>(op.stream)].push_back(static_cast<std::uint32_t>(i));
+    for (std::uint32_t dep : op.deps) ++count[dep + 1];
+  }
+  for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  dependents_begin = count;
+  dependents.resize(count[n]);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::uint32_t dep : program.ops[i].deps) dependents[count[dep]++] = static_cast<std::uint32_t>(i);
+  }
+}
+
+}  // namespace shardsim::sim
