@@ -28,6 +28,12 @@ class EventEngine {
  public:
   using Callback = std::function<void()>;
 
+  EventEngine() = default;
+  // Callbacks hold pointers to the models that own the engine, and the queue
+  // keeps an iterator into itself: an engine stays where it was made.
+  EventEngine(const EventEngine&) = delete;
+  EventEngine& operator=(const EventEngine&) = delete;
+
   TimePs now() const { return now_; }
 
   // `when` must not be in the past (std::logic_error otherwise).
