@@ -52,6 +52,15 @@ PlayedRanks played_ranks(const workloads::Program& program, bool mirror) {
   return played;
 }
 
+std::vector<topology::GpuId> gpus_of_ranks(const std::vector<topology::GpuId>& gpu_of_rank,
+                                           const std::vector<int>& ranks) {
+  if (gpu_of_rank.empty()) return {ranks.begin(), ranks.end()};
+  std::vector<topology::GpuId> gpus;
+  gpus.reserve(ranks.size());
+  for (int rank : ranks) gpus.push_back(gpu_of_rank[static_cast<std::size_t>(rank)]);
+  return gpus;
+}
+
 GroupKinds group_kinds(const workloads::Program& program, const topology::Cluster& cluster,
                        const std::vector<topology::GpuId>& gpu_of_rank, int communicator, int op_list) {
   GroupKinds kinds;
@@ -59,9 +68,7 @@ GroupKinds group_kinds(const workloads::Program& program, const topology::Cluste
   std::map<Shape, std::size_t> kind_of_shape;
   for (const auto& ranks : program.communicators[static_cast<std::size_t>(communicator)].groups) {
     if (program.program_of_rank[static_cast<std::size_t>(ranks.front())] != op_list) continue;
-    std::vector<topology::GpuId> gpus;
-    gpus.reserve(ranks.size());
-    for (int rank : ranks) gpus.push_back(gpu_of_rank.empty() ? rank : gpu_of_rank[static_cast<std::size_t>(rank)]);
+    std::vector<topology::GpuId> gpus = gpus_of_ranks(gpu_of_rank, ranks);
     std::map<int, int> per_node;
     std::map<int, int> blocks;
     for (topology::GpuId gpu : gpus) {

@@ -31,7 +31,11 @@ struct GroupKinds {
   std::vector<int> counts;
 };
 
-// `gpu_of_rank` empty: rank r on GPU r.
+// The GPUs `ranks` run on; `gpu_of_rank` empty: rank r on GPU r.
+std::vector<topology::GpuId> gpus_of_ranks(const std::vector<topology::GpuId>& gpu_of_rank,
+                                           const std::vector<int>& ranks);
+
+// `gpu_of_rank` as for gpus_of_ranks().
 GroupKinds group_kinds(const workloads::Program& program, const topology::Cluster& cluster,
                        const std::vector<topology::GpuId>& gpu_of_rank, int communicator, int op_list);
 

@@ -51,7 +51,6 @@ struct RankState {
 
 // The k-th call on one group: its members as they issue it.
 struct Instance {
-  int arrived = 0;
   CollectiveOp kind = CollectiveOp::all_reduce;
   double bytes = 0;
   int root = 0;
@@ -72,7 +71,6 @@ class GroupCalls {
       if (call + 1 - first_ > ring_.size()) grow(call + 1 - first_);
       for (std::uint64_t k = end_; k <= call; ++k) {
         Instance& fresh = (*this)[k];
-        fresh.arrived = 0;
         fresh.done = false;
         fresh.members.clear();
       }
@@ -146,8 +144,7 @@ class StepSimulation {
   void set_moving(int rank, int delta);
   void schedule_kernel(int rank, int stream, RunningKernel& kernel);
   std::pair<std::uint32_t, TimePs> run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end);
-  CallChoice& choices(int communicator, int group, const Instance& instance);
-  std::vector<topology::GpuId> gpus_of(const std::vector<int>& ranks) const;
+  CallChoice& choices(int communicator, int group, const CollectiveCall& call, double bytes);
   int program_of_group(int communicator, int group) const;
   void check_options() const;
 
@@ -158,9 +155,11 @@ class StepSimulation {
   }
   void report_deadlock() const;
 
-  StreamCursor& cursor(int rank, int stream) {
-    return cursors_[static_cast<std::size_t>(rank) * program_.streams.size() + static_cast<std::size_t>(stream)];
+  std::size_t cursor_index(int rank, int stream) const {
+    return static_cast<std::size_t>(rank) * program_.streams.size() + static_cast<std::size_t>(stream);
   }
+  StreamCursor& cursor(int rank, int stream) { return cursors_[cursor_index(rank, stream)]; }
+  const StreamCursor& cursor(int rank, int stream) const { return cursors_[cursor_index(rank, stream)]; }
   const Op& op_of(int rank, std::uint32_t op) const {
     return program_.programs[static_cast<std::size_t>(ranks_[static_cast<std::size_t>(rank)].program)].ops[op];
   }
@@ -217,11 +216,7 @@ StepTimeline StepSimulation::run() {
   if (network_ && options_.lone_shortcut) {
     lone_ = std::make_unique<LoneCollectives>(
         program_, cluster_, profile_, [this](int communicator, int group, CollectiveOp kind, int root, double bytes) {
-          Instance call;
-          call.kind = kind;
-          call.root = root;
-          call.bytes = bytes;
-          CallChoice& choice = choices(communicator, group, call);
+          CallChoice& choice = choices(communicator, group, {kind, root}, bytes);
           return choice.group->plan(*choice.choice);
         });
   }
@@ -291,7 +286,7 @@ StepTimeline StepSimulation::run() {
 void StepSimulation::report_deadlock() const {
   for (int rank : played_.ranks) {
     for (std::size_t s = 0; s < program_.streams.size(); ++s) {
-      const StreamCursor& stream = cursors_[static_cast<std::size_t>(rank) * program_.streams.size() + s];
+      const StreamCursor& stream = cursor(rank, static_cast<int>(s));
       if (stream.head == stream.size && !stream.busy) continue;
       const bool in_flight = stream.busy;
       const std::uint32_t op = stream.order[in_flight ? stream.head - 1 : stream.head];
@@ -455,7 +450,7 @@ void StepSimulation::arrive(int rank, std::uint32_t index) {
   GroupCalls& calls = calls_[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)];
   const std::uint64_t call = state.calls[static_cast<std::size_t>(op.communicator)]++;
   Instance& instance = calls.issue(call);
-  if (instance.arrived == 0) {
+  if (instance.members.empty()) {
     instance.kind = op.collective;
     instance.bytes = op.bytes;
     instance.root = op.root;
@@ -464,7 +459,7 @@ void StepSimulation::arrive(int rank, std::uint32_t index) {
                            " meets a different call on communicator " + communicator.name);
   }
   instance.members.emplace_back(rank, index);
-  if (++instance.arrived < played_.arrivals_needed[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)]) {
+  if (static_cast<int>(instance.members.size()) < played_.arrivals_needed[static_cast<std::size_t>(op.communicator)][static_cast<std::size_t>(group)]) {
     return;
   }
   if (options_.mirror_ranks) {
@@ -496,27 +491,19 @@ void StepSimulation::check_options() const {
   }
 }
 
-std::vector<topology::GpuId> StepSimulation::gpus_of(const std::vector<int>& ranks) const {
-  if (options_.gpu_of_rank.empty()) return {ranks.begin(), ranks.end()};
-  std::vector<topology::GpuId> gpus;
-  gpus.reserve(ranks.size());
-  for (int rank : ranks) gpus.push_back(options_.gpu_of_rank[static_cast<std::size_t>(rank)]);
-  return gpus;
-}
-
-CallChoice& StepSimulation::choices(int communicator, int group, const Instance& instance) {
+CallChoice& StepSimulation::choices(int communicator, int group, const CollectiveCall& call, double bytes) {
   auto& calls = call_choices_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
   auto found = std::find_if(calls.begin(), calls.end(), [&](const CallChoice& c) {
-    return c.kind == instance.kind && c.root == instance.root;
+    return c.kind == call.op && c.root == call.root;
   });
   if (found == calls.end()) {
     const auto& ranks = program_.communicators[static_cast<std::size_t>(communicator)].groups[static_cast<std::size_t>(group)];
-    calls.push_back({instance.kind, instance.root, &choices_.group(gpus_of(ranks), CollectiveCall{instance.kind, instance.root})});
+    calls.push_back({call.op, call.root, &choices_.group(gpus_of_ranks(options_.gpu_of_rank, ranks), call)});
     found = calls.end() - 1;
   }
-  if (found->bytes != instance.bytes) {
-    found->bytes = instance.bytes;
-    found->choice = &found->group->choose(instance.bytes);
+  if (found->bytes != bytes) {
+    found->bytes = bytes;
+    found->choice = &found->group->choose(bytes);
   }
   return *found;
 }
@@ -570,7 +557,7 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
     engine_.schedule_after(0, [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
-  CallChoice& call_choice = choices(communicator, group, instance);
+  CallChoice& call_choice = choices(communicator, group, {instance.kind, instance.root}, instance.bytes);
   CollectiveChoices::Group& chosen = *call_choice.group;
   const AlgorithmCandidate& choice = *call_choice.choice;
   if (!network_) {
