@@ -579,6 +579,63 @@ TEST_CASE("a run of kernels that nothing else waits for costs one event, with ea
   CHECK(failed.step_time == ms + ms / 2);  // the simulation stops where the allocation failed
 }
 
+namespace {
+
+// Rank 0: kernels k0 -> k1 -> k2 of 1 ms each, nothing else waiting for
+// them (one run), and a 64 MiB all-reduce on its communication stream. Rank
+// 1: a 1.5 ms kernel, then its side of the all-reduce, so the all-reduce
+// moves data from 1.5 ms on, in the middle of rank 0's k1.
+Program run_beside_late_collective() {
+  Program program = two_rank_program(true, false);
+  RankProgram& rank0 = program.programs[0];
+  const Op all_reduce = rank0.ops.at(0);
+  Op kernel = program.programs[1].ops.at(0);
+  rank0.ops.clear();
+  for (int k = 0; k < 3; ++k) {
+    kernel.name = "k" + std::to_string(k);
+    kernel.deps.clear();
+    if (k > 0) kernel.deps = {static_cast<std::uint32_t>(k - 1)};
+    rank0.ops.push_back(kernel);
+  }
+  rank0.ops.push_back(all_reduce);
+  program.programs[1].ops.at(0).hbm_bytes = 1.5e9;
+  validate_program(program);
+  return program;
+}
+
+}  // namespace
+
+TEST_CASE("interference slows a run of kernels from the instant a collective starts moving, kernel by kernel",
+          "[step][interference]") {
+  const Program program = run_beside_late_collective();
+  const double ms = 1e-3;
+  const sim::StepTimeline quiet = simulate_pair(program, 0);
+  const double issued = seconds_from_picoseconds(quiet.ops[1][0].end);
+  REQUIRE(issued == Approx(1.5 * ms).epsilon(1e-12));
+  const double moving = seconds_from_picoseconds(quiet.ops[0][3].end) - issued;  // the all-reduce alone
+  REQUIRE(moving > 0);
+  for (int k = 0; k < 3; ++k) CHECK(quiet.ops[0][static_cast<std::size_t>(k)].end == picoseconds_from_seconds((k + 1) * ms));
+
+  // Slowdown 1: half speed while the all-reduce moves data. Work done by time
+  // t is t up to 1.5 ms, then half of the time inside the all-reduce, then
+  // full speed again; kernel k ends when (k + 1) ms of work is done.
+  const double slowed_until = issued + moving;
+  const auto end_of_work = [&](double work) {
+    if (work <= issued) return work;
+    if (work <= issued + moving / 2) return issued + 2 * (work - issued);
+    return slowed_until + (work - issued - moving / 2);
+  };
+  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  CHECK(seconds_from_picoseconds(slowed.ops[0][3].end) == Approx(slowed_until).epsilon(1e-9));
+  for (int k = 0; k < 3; ++k) {
+    INFO("k" << k);
+    const auto& t = slowed.ops[0][static_cast<std::size_t>(k)];
+    CHECK(seconds_from_picoseconds(t.end) == Approx(end_of_work((k + 1) * ms)).epsilon(1e-9));
+    if (k > 0) CHECK(t.start == slowed.ops[0][static_cast<std::size_t>(k - 1)].end);
+  }
+  CHECK(slowed.step_time == slowed.ops[0][2].end);
+}
+
 TEST_CASE("the same inputs give the same timeline; flow and analytical agree without contention", "[step][determinism]") {
   const Program program = compile_step(step_config("zero3", 16, 2));
   const sim::StepTimeline a = simulate(program), b = simulate(program);

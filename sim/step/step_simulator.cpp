@@ -21,9 +21,12 @@ using workloads::OpKind;
 using workloads::Program;
 using workloads::RankProgram;
 
-// A compute op in flight, tracked only when interference can change its speed.
-struct RunningKernel {
-  std::uint32_t op = 0;
+// A run of kernels in flight on one stream (run_kernels), tracked only when
+// interference can change its speed: one piece of work whose speed changes
+// as the rank's collectives start and stop moving data.
+struct RunningKernels {
+  std::uint32_t first = 0;  // position of the run's first op in its stream's order
+  std::uint32_t last_op = 0;
   double remaining_ps = 0;  // at full speed
   double speed = 1;
   TimePs since = 0;
@@ -46,7 +49,7 @@ struct RankState {
   MemoryBytes memory{};
   double memory_total = 0;
   int collectives_moving = 0;
-  std::vector<RunningKernel> running;  // per stream
+  std::vector<RunningKernels> running;  // per stream
 };
 
 // The k-th call on one group: its members as they issue it.
@@ -142,8 +145,9 @@ class StepSimulation {
   double call_seconds(const CollectiveChoices::Group& group, const AlgorithmCandidate& choice,
                       const Instance& instance) const;
   void set_moving(int rank, int delta);
-  void schedule_kernel(int rank, int stream, RunningKernel& kernel);
-  std::pair<std::uint32_t, TimePs> run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end);
+  void schedule_kernels(int rank, int stream, RunningKernels& kernels);
+  void retime_kernels(int rank, int stream, const RunningKernels& kernels);
+  std::pair<std::uint32_t, TimePs> run_kernels(int rank, int stream, std::uint32_t first, double speed);
   CallChoice& choices(int communicator, int group, const CollectiveCall& call, double bytes);
   int program_of_group(int communicator, int group) const;
   void check_options() const;
@@ -337,15 +341,16 @@ void StepSimulation::start(int rank, std::uint32_t index) {
     case OpKind::compute: {
       const auto stream = static_cast<std::size_t>(op.stream);
       cursor(rank, op.stream).busy = true;
-      const TimePs work = index_of(rank).kernel_duration[index];
       if (slowdown_ > 0) {
-        RunningKernel& kernel = state.running[stream];
-        kernel = {index, static_cast<double>(work), state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0,
-                  engine_.now(), kNoEvent, true};
-        schedule_kernel(rank, op.stream, kernel);
+        const double speed = state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0;
+        const std::uint32_t first = cursor(rank, op.stream).head - 1;
+        const auto [last, work] = run_kernels(rank, op.stream, index, speed);
+        RunningKernels& kernels = state.running[stream];
+        kernels = {first, last, static_cast<double>(work), speed, engine_.now(), kNoEvent, true};
+        schedule_kernels(rank, op.stream, kernels);
       } else {
-        const auto [last, end] = run_kernels(rank, op.stream, index, engine_.now() + work);
-        engine_.schedule_at(end, [this, rank, last] {
+        const auto [last, work] = run_kernels(rank, op.stream, index, 1.0);
+        engine_.schedule_at(engine_.now() + work, [this, rank, last] {
           finish(rank, last);
           drain();
         });
@@ -359,19 +364,25 @@ void StepSimulation::start(int rank, std::uint32_t index) {
   }
 }
 
-// Kernels at full speed end when they start plus their duration, so a run of
-// them needs one event, not one each: while nothing but the stream's next op
-// waits for the kernel, and that op is a kernel whose other dependencies
-// have all ended, the next kernel starts exactly when this one ends. Returns
-// the run's last kernel and its end; the ones before it are finished here.
-std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int stream, std::uint32_t first, TimePs first_end) {
+// A run of kernels needs one event, not one each: while nothing but the
+// stream's next op waits for the kernel, and that op is a kernel whose other
+// dependencies have all ended, the next kernel starts exactly when this one
+// ends, whatever the speed. No other op waits for the kernels before the
+// run's last, so they are finished here; their timings assume `speed` until
+// retime_kernels says otherwise. Returns the run's last kernel and its work
+// at full speed.
+std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int stream, std::uint32_t first, double speed) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const ProgramIndex& index = index_of(rank);
   StreamCursor& at = cursor(rank, stream);
   auto& timings = timeline_.ops[static_cast<std::size_t>(rank)];
   const bool timed = !timings.empty();
+  const TimePs now = engine_.now();
+  const auto at_speed = [&](TimePs work) {
+    return now + (speed == 1.0 ? work : static_cast<TimePs>(std::llround(static_cast<double>(work) / speed)));
+  };
   std::uint32_t op = first;
-  TimePs end = first_end;
+  TimePs work = index.kernel_duration[first];
   while (at.head < at.size) {
     const std::uint32_t next = at.order[at.head];
     if (index.heads[next].kind != OpKind::compute) break;
@@ -381,24 +392,47 @@ std::pair<std::uint32_t, TimePs> StepSimulation::run_kernels(int rank, int strea
     if (std::any_of(dependent, dependents_end, [&](std::uint32_t d) { return d != next; })) break;
     if (state.pending[next] != (next_waits ? 1u : 0u)) break;
     state.pending[next] = 0;
-    if (timed) timings[op].end = end;
+    if (timed) timings[op].end = timings[next].start = at_speed(work);
     count_finished();
     ++at.head;
     op = next;
-    if (timed) timings[op].start = end;
-    end += index.kernel_duration[op];
+    work += index.kernel_duration[op];
   }
-  return {op, end};
+  return {op, work};
 }
 
-void StepSimulation::schedule_kernel(int rank, int stream, RunningKernel& kernel) {
-  const TimePs left = static_cast<TimePs>(std::llround(kernel.remaining_ps / kernel.speed));
-  const std::uint32_t index = kernel.op;
-  kernel.event = engine_.schedule_after(left, [this, rank, stream, index] {
-    ranks_[static_cast<std::size_t>(rank)].running[static_cast<std::size_t>(stream)].active = false;
-    finish(rank, index);
+void StepSimulation::schedule_kernels(int rank, int stream, RunningKernels& kernels) {
+  const TimePs left = static_cast<TimePs>(std::llround(kernels.remaining_ps / kernels.speed));
+  // A 16-byte capture fits std::function's small buffer: no allocation.
+  kernels.event = engine_.schedule_after(left, [this, rank, stream] {
+    RunningKernels& ended = ranks_[static_cast<std::size_t>(rank)].running[static_cast<std::size_t>(stream)];
+    ended.active = false;
+    finish(rank, ended.last_op);
     drain();
   });
+}
+
+// The run's speed changed now: the kernels that had not ended by now end at
+// the new speed. Only the recorded ends move; what the run does is unchanged.
+void StepSimulation::retime_kernels(int rank, int stream, const RunningKernels& kernels) {
+  auto& timings = timeline_.ops[static_cast<std::size_t>(rank)];
+  if (timings.empty()) return;
+  const ProgramIndex& index = index_of(rank);
+  const StreamCursor& at = cursor(rank, stream);
+  const TimePs now = engine_.now();
+  double total = 0;
+  for (std::uint32_t position = kernels.first; position < at.head; ++position) {
+    total += static_cast<double>(index.kernel_duration[at.order[position]]);
+  }
+  const double done = total - kernels.remaining_ps;
+  double work = 0;
+  for (std::uint32_t position = kernels.first; position + 1 < at.head; ++position) {
+    const std::uint32_t op = at.order[position];
+    work += static_cast<double>(index.kernel_duration[op]);
+    if (work <= done) continue;
+    timings[op].end = timings[at.order[position + 1]].start =
+        now + static_cast<TimePs>(std::llround((work - done) / kernels.speed));
+  }
 }
 
 void StepSimulation::set_moving(int rank, int delta) {
@@ -409,14 +443,15 @@ void StepSimulation::set_moving(int rank, int delta) {
   if (slowdown_ <= 0 || was == is) return;
   const double speed = is ? 1 / (1 + slowdown_) : 1.0;
   for (std::size_t s = 0; s < state.running.size(); ++s) {
-    RunningKernel& kernel = state.running[s];
-    if (!kernel.active) continue;
-    kernel.remaining_ps -= static_cast<double>(engine_.now() - kernel.since) * kernel.speed;
-    kernel.remaining_ps = std::max(kernel.remaining_ps, 0.0);
-    kernel.speed = speed;
-    kernel.since = engine_.now();
-    engine_.cancel(kernel.event);
-    schedule_kernel(rank, static_cast<int>(s), kernel);
+    RunningKernels& kernels = state.running[s];
+    if (!kernels.active) continue;
+    kernels.remaining_ps -= static_cast<double>(engine_.now() - kernels.since) * kernels.speed;
+    kernels.remaining_ps = std::max(kernels.remaining_ps, 0.0);
+    kernels.speed = speed;
+    kernels.since = engine_.now();
+    engine_.cancel(kernels.event);
+    retime_kernels(rank, static_cast<int>(s), kernels);
+    schedule_kernels(rank, static_cast<int>(s), kernels);
   }
 }
 
