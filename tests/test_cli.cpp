@@ -249,7 +249,7 @@ TEST_CASE("run reports a step as a table, as JSON, as a Chrome trace and as HDF5
   const double step = summary["step_seconds"].get<double>();
   const auto& time = summary["time"];
   REQUIRE(time["compute_seconds"].get<double>() + time["exposed_communication_seconds"].get<double>() +
-              time["idle_seconds"].get<double>() ==
+              time["waiting_seconds"].get<double>() + time["idle_seconds"].get<double>() ==
           Approx(step).epsilon(1e-9));
   REQUIRE(summary["mfu"].get<double>() == Approx(summary["model_flops_per_step"].get<double>() / (step * 16 * 312e12)));
 

@@ -291,7 +291,8 @@ TEST_CASE("with every overlap off the step is compute + communication + idle", "
       if (op.kind == OpKind::compute) kernels += seconds_from_picoseconds(picoseconds_from_seconds(sim::kernel_seconds(op, world().profile())));
     }
     REQUIRE(b.compute_seconds == Approx(kernels).epsilon(1e-9));
-    REQUIRE(b.compute_seconds + b.exposed_total() + b.idle_seconds == Approx(summary.step_seconds).epsilon(1e-12));
+    REQUIRE(b.compute_seconds + b.exposed_total() + b.waiting_seconds + b.idle_seconds ==
+            Approx(summary.step_seconds).epsilon(1e-12));
   }
 }
 
@@ -489,6 +490,30 @@ TEST_CASE("a collective starts when every member has issued it", "[step][collect
   REQUIRE(delayed.ops[0][0].start == 0);
   REQUIRE(delayed.ops[0][0].end == one_ms + alone);
   REQUIRE(delayed.ops[1][1].end == one_ms + alone);
+}
+
+TEST_CASE("time a rank spends waiting for the others to issue a collective is waiting, not communication",
+          "[step][collective][report]") {
+  // Rank 0 issues the all-reduce at once, rank 1 after its 1 ms kernel: rank
+  // 0 waits 1 ms, then the all-reduce moves data for as long as it takes
+  // alone, with nothing computing beside it.
+  const Program program = two_rank_program(true, false);
+  const TimePs alone = simulate_pair(two_rank_program(false, false)).ops[0][0].end;
+  const sim::StepTimeline timeline = simulate_pair(program);
+  const TimePs ms = picoseconds_from_seconds(1e-3);
+  CHECK(timeline.ops[0][0].moving == ms);
+  CHECK(timeline.ops[1][1].moving == ms);
+  const sim::TimeBreakdown waiting = sim::time_breakdown(program, timeline, 0);
+  CHECK(waiting.waiting_seconds == Approx(1e-3).epsilon(1e-12));
+  CHECK(waiting.exposed_total() == Approx(seconds_from_picoseconds(alone)).epsilon(1e-12));
+  CHECK(waiting.communication_seconds == Approx(seconds_from_picoseconds(alone)).epsilon(1e-12));
+  CHECK(waiting.idle_seconds == 0);
+  CHECK(waiting.compute_seconds == 0);
+  // Rank 1 computed for that millisecond and never waited.
+  const sim::TimeBreakdown late = sim::time_breakdown(program, timeline, 1);
+  CHECK(late.waiting_seconds == 0);
+  CHECK(late.compute_seconds == Approx(1e-3).epsilon(1e-12));
+  CHECK(late.exposed_total() == Approx(seconds_from_picoseconds(alone)).epsilon(1e-12));
 }
 
 TEST_CASE("compute slows by the profile's interference factor while a collective moves data", "[step][interference]") {

@@ -80,6 +80,9 @@ void print_step_table(const std::string& title, const workloads::Program& progra
                   share(seconds));
     }
   }
+  if (b.waiting_seconds > 0) {
+    std::printf("  %-28s %10.4f s %6.1f %%\n", "waiting for other ranks", b.waiting_seconds, share(b.waiting_seconds));
+  }
   std::printf("  %-28s %10.4f s %6.1f %%\n", "idle", b.idle_seconds, share(b.idle_seconds));
   std::printf("  %-28s %10.4f s (%.0f %% of it hidden behind compute)\n", "communication in flight",
               b.communication_seconds,

@@ -15,7 +15,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Numbers travel between processes as doubles, a fixed number per candidate.
 constexpr std::size_t kEstimateFields = 5;
-constexpr std::size_t kSimulationFields = 9;
+constexpr std::size_t kSimulationFields = 10;
 
 void put(const StepEstimate& e, double* out) {
   out[0] = e.step_seconds;
@@ -35,12 +35,13 @@ void put(const SimulatedStep& s, double* out) {
   out[4] = s.compute_seconds;
   out[5] = s.exposed_communication_seconds;
   out[6] = s.idle_seconds;
-  out[7] = s.spine_bytes;
-  out[8] = s.out_of_memory ? 1 : 0;
+  out[7] = s.waiting_seconds;
+  out[8] = s.spine_bytes;
+  out[9] = s.out_of_memory ? 1 : 0;
 }
 
 SimulatedStep take_simulation(const double* in) {
-  return {in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8] != 0};
+  return {in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9] != 0};
 }
 
 // Candidates on the Pareto front of (memory, time), given in any order.
@@ -137,6 +138,7 @@ SimulatedStep PlanSearch::summarize(const workloads::Program& program, const Ste
   step.compute_seconds = summary.breakdown.compute_seconds;
   step.exposed_communication_seconds = summary.breakdown.exposed_total();
   step.idle_seconds = summary.breakdown.idle_seconds;
+  step.waiting_seconds = summary.breakdown.waiting_seconds;
   return step;
 }
 

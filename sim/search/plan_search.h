@@ -79,6 +79,7 @@ struct SimulatedStep {
   double compute_seconds = 0;  // rank 0's breakdown
   double exposed_communication_seconds = 0;
   double idle_seconds = 0;
+  double waiting_seconds = 0;  // for other ranks: pipeline bubbles, stragglers
   double spine_bytes = 0;
   bool out_of_memory = false;
 };

@@ -87,7 +87,7 @@ void write_search_csv(std::ostream& out, const SearchResult& result) {
   out << "index,plan,system,f_P,f_G,f_OS,secondary_group,micro_batch_size,micro_batches,recompute,bucket_bytes,"
          "placement,memory_model_bytes,fits,estimate_step_seconds,estimate_peak_bytes,estimate_exposed_seconds,"
          "estimate_spine_bytes,estimate_out_of_memory,simulated,step_seconds,mfu,tokens_per_gpu_per_second,peak_bytes,"
-         "compute_seconds,exposed_seconds,idle_seconds,spine_bytes,simulated_out_of_memory,rank\n";
+         "compute_seconds,exposed_seconds,idle_seconds,waiting_seconds,spine_bytes,simulated_out_of_memory,rank\n";
   std::vector<std::size_t> rank_of(result.candidates.size(), 0);
   for (std::size_t k = 0; k < result.ranked.size(); ++k) rank_of[result.ranked[k]] = k + 1;
   for (const Candidate& c : result.candidates) {
@@ -107,11 +107,11 @@ void write_search_csv(std::ostream& out, const SearchResult& result) {
     }
     if (r.simulation) {
       const SimulatedStep& s = *r.simulation;
-      out << format(",1,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d", s.step_seconds, s.mfu, s.tokens_per_gpu_per_second,
-                    s.peak_memory_bytes, s.compute_seconds, s.exposed_communication_seconds, s.idle_seconds,
-                    s.spine_bytes, s.out_of_memory ? 1 : 0);
+      out << format(",1,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d", s.step_seconds, s.mfu,
+                    s.tokens_per_gpu_per_second, s.peak_memory_bytes, s.compute_seconds, s.exposed_communication_seconds,
+                    s.idle_seconds, s.waiting_seconds, s.spine_bytes, s.out_of_memory ? 1 : 0);
     } else {
-      out << ",0,,,,,,,,,";
+      out << ",0,,,,,,,,,,";
     }
     out << "," << (rank_of[c.index] ? std::to_string(rank_of[c.index]) : "") << "\n";
   }
@@ -136,7 +136,7 @@ struct CandidateRow {
   double estimate_step_seconds, estimate_peak_bytes, estimate_exposed_seconds, estimate_spine_bytes;
   std::int32_t estimate_out_of_memory, simulated;
   double step_seconds, mfu, tokens_per_gpu_per_second, peak_bytes, compute_seconds, exposed_seconds, idle_seconds,
-      spine_bytes;
+      waiting_seconds, spine_bytes;
   std::int32_t simulated_out_of_memory, rank;
 };
 
@@ -172,7 +172,7 @@ void write_search_hdf5(const std::string& path, const SearchHeading& heading, co
     row.estimate_spine_bytes = e.spine_bytes;
     row.estimate_out_of_memory = e.out_of_memory;
     row.simulated = r.simulation.has_value();
-    const SimulatedStep s = r.simulation.value_or(SimulatedStep{none, none, none, none, none, none, none, none, false});
+    const SimulatedStep s = r.simulation.value_or(SimulatedStep{none, none, none, none, none, none, none, none, none, false});
     row.step_seconds = s.step_seconds;
     row.mfu = s.mfu;
     row.tokens_per_gpu_per_second = s.tokens_per_gpu_per_second;
@@ -180,6 +180,7 @@ void write_search_hdf5(const std::string& path, const SearchHeading& heading, co
     row.compute_seconds = s.compute_seconds;
     row.exposed_seconds = s.exposed_communication_seconds;
     row.idle_seconds = s.idle_seconds;
+    row.waiting_seconds = s.waiting_seconds;
     row.spine_bytes = s.spine_bytes;
     row.simulated_out_of_memory = s.out_of_memory;
     row.rank = rank_of[c.index];
@@ -216,6 +217,7 @@ void write_search_hdf5(const std::string& path, const SearchHeading& heading, co
     SHARDSIM_FIELD(compute_seconds, H5T_NATIVE_DOUBLE);
     SHARDSIM_FIELD(exposed_seconds, H5T_NATIVE_DOUBLE);
     SHARDSIM_FIELD(idle_seconds, H5T_NATIVE_DOUBLE);
+    SHARDSIM_FIELD(waiting_seconds, H5T_NATIVE_DOUBLE);
     SHARDSIM_FIELD(spine_bytes, H5T_NATIVE_DOUBLE);
     SHARDSIM_FIELD(simulated_out_of_memory, H5T_NATIVE_INT32);
     SHARDSIM_FIELD(rank, H5T_NATIVE_INT32);

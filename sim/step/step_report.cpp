@@ -16,7 +16,7 @@ TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, Ti
   // Boundary events: +1/-1 on the compute count or on one collective kind.
   struct Edge {
     TimePs when;
-    int what;  // -1 compute, else CollectiveOp
+    int what;  // -1 compute, kWaitingForRanks, else CollectiveOp
     int delta;
   };
   std::vector<Edge> edges;
@@ -28,7 +28,7 @@ TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, Ti
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.when < b.when; });
   TimeBreakdown breakdown;
   breakdown.rank = rank;
-  int computing = 0;
+  int computing = 0, waiting = 0;
   std::array<int, workloads::kCollectiveOpCount> in_flight{};
   TimePs previous = 0;
   for (std::size_t i = 0; i <= edges.size(); ++i) {
@@ -43,14 +43,18 @@ TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, Ti
         for (std::size_t k = 0; k < in_flight.size(); ++k) {
           if (in_flight[k] > 0) breakdown.exposed_seconds[k] += span / kinds;
         }
+      } else if (waiting > 0) {
+        breakdown.waiting_seconds += span;
       } else {
         breakdown.idle_seconds += span;
       }
     }
     previous = now;
     if (i == edges.size()) break;
-    if (edges[i].what < 0) {
+    if (edges[i].what == -1) {
       computing += edges[i].delta;
+    } else if (edges[i].what == kWaitingForRanks) {
+      waiting += edges[i].delta;
     } else {
       in_flight[static_cast<std::size_t>(edges[i].what)] += edges[i].delta;
     }
@@ -64,8 +68,14 @@ TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeli
   const auto& timings = timeline.ops[static_cast<std::size_t>(rank)];
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].kind == OpKind::memory) continue;
-    const int what = ops[i].kind == OpKind::compute ? -1 : static_cast<int>(ops[i].collective);
-    intervals.push_back({timings[i].start, timings[i].end, what});
+    const OpTiming& t = timings[i];
+    if (ops[i].kind == OpKind::compute) {
+      intervals.push_back({t.start, t.end, -1});
+      continue;
+    }
+    const TimePs moving = t.moving >= 0 ? t.moving : t.start;
+    intervals.push_back({t.start, moving, kWaitingForRanks});
+    intervals.push_back({moving, t.end, static_cast<int>(ops[i].collective)});
   }
   return breakdown_of_intervals(std::move(intervals), timeline.step_time, rank);
 }
@@ -161,6 +171,7 @@ nlohmann::json summary_to_json(const workloads::Program& program, const StepTime
   nlohmann::json time = {{"rank", b.rank},
                          {"compute_seconds", b.compute_seconds},
                          {"idle_seconds", b.idle_seconds},
+                         {"waiting_seconds", b.waiting_seconds},
                          {"communication_seconds", b.communication_seconds},
                          {"exposed_communication_seconds", b.exposed_total()}};
   for (CollectiveOp op : workloads::all_collective_ops()) {

@@ -26,7 +26,10 @@ struct TimeBreakdown {
   double compute_seconds = 0;
   std::array<double, workloads::kCollectiveOpCount> exposed_seconds{};  // by CollectiveOp
   double idle_seconds = 0;
-  double communication_seconds = 0;
+  // Nothing computing or moving, a collective issued and waiting for other
+  // ranks to issue it: pipeline bubbles, stragglers.
+  double waiting_seconds = 0;
+  double communication_seconds = 0;  // some collective moving data
   double exposed_total() const;
 };
 
@@ -46,9 +49,11 @@ struct StepSummary {
 
 TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeline& timeline, int rank);
 
-// The same cut over bare intervals: `what` is -1 for a compute kernel, else
-// the CollectiveOp; the step runs from 0 to `step_end`. For timelines read
-// back from files (shardsim compare).
+// The same cut over bare intervals: `what` is -1 for a compute kernel,
+// kWaitingForRanks for a collective issued and not yet moving, else the
+// CollectiveOp moving data; the step runs from 0 to `step_end`. For
+// timelines read back from files (shardsim compare).
+inline constexpr int kWaitingForRanks = -2;
 struct ActivityInterval {
   TimePs start = 0, end = 0;
   int what = -1;

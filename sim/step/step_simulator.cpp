@@ -145,6 +145,10 @@ class StepSimulation {
   double call_seconds(const CollectiveChoices::Group& group, const AlgorithmCandidate& choice,
                       const Instance& instance) const;
   void set_moving(int rank, int delta);
+  void start_moving(int rank, std::uint32_t op) {
+    if (OpTiming* t = timing(rank, op)) t->moving = engine_.now();
+    set_moving(rank, +1);
+  }
   void schedule_kernels(int rank, int stream, RunningKernels& kernels);
   void retime_kernels(int rank, int stream, const RunningKernels& kernels);
   std::pair<std::uint32_t, TimePs> run_kernels(int rank, int stream, std::uint32_t first, double speed);
@@ -552,7 +556,7 @@ void StepSimulation::launch_mirrored(int communicator, int group, std::uint64_t 
   GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
   const Instance& instance = calls[call];
   ++timeline_.collectives;
-  for (const auto& [rank, op] : instance.members) set_moving(rank, +1);
+  for (const auto& [rank, op] : instance.members) start_moving(rank, op);
   // The call stands for the same call on every group its played members
   // mirror: those whose ranks run the same op list.
   const int op_list = program_of_group(communicator, group);
@@ -587,7 +591,7 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
   GroupCalls& calls = calls_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)];
   const Instance& instance = calls[call];
   ++timeline_.collectives;
-  for (const auto& [rank, op] : instance.members) set_moving(rank, +1);
+  for (const auto& [rank, op] : instance.members) start_moving(rank, op);
   if (instance.members.size() == 1 || instance.bytes == 0) {
     engine_.schedule_after(0, [this, communicator, group, call] { land(communicator, group, call); });
     return;

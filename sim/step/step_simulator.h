@@ -57,6 +57,10 @@ using MemoryBytes = std::array<double, workloads::kMemoryCategoryCount>;
 struct OpTiming {
   TimePs start = -1;  // when it began to occupy its stream (issued, for a collective)
   TimePs end = -1;
+  // A collective: when every member had issued it and its data began to
+  // move; from start to here the rank waited for the others. -1 where not
+  // known (kernels, memory ops, timelines read back from files).
+  TimePs moving = -1;
 
   bool operator==(const OpTiming&) const = default;
 };
