@@ -16,7 +16,7 @@ TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, Ti
   // Boundary events: +1/-1 on the compute count or on one collective kind.
   struct Edge {
     TimePs when;
-    int what;  // -1 compute, kWaitingForRanks, else CollectiveOp
+    int what;  // kComputing, kWaitingForRanks, else CollectiveOp
     int delta;
   };
   std::vector<Edge> edges;
@@ -51,7 +51,7 @@ TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, Ti
     }
     previous = now;
     if (i == edges.size()) break;
-    if (edges[i].what == -1) {
+    if (edges[i].what == kComputing) {
       computing += edges[i].delta;
     } else if (edges[i].what == kWaitingForRanks) {
       waiting += edges[i].delta;
@@ -70,7 +70,7 @@ TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeli
     if (ops[i].kind == OpKind::memory) continue;
     const OpTiming& t = timings[i];
     if (ops[i].kind == OpKind::compute) {
-      intervals.push_back({t.start, t.end, -1});
+      intervals.push_back({t.start, t.end, kComputing});
       continue;
     }
     const TimePs moving = t.moving >= 0 ? t.moving : t.start;

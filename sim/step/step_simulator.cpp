@@ -24,9 +24,11 @@ using workloads::RankProgram;
 // A run of kernels in flight on one stream (run_kernels), tracked only when
 // interference can change its speed: one piece of work whose speed changes
 // as the rank's collectives start and stop moving data.
+// Its kernels are the stream's order from `first` to the cursor's head (the
+// stream is busy, so the head stays put until the run's last kernel ends).
 struct RunningKernels {
   std::uint32_t first = 0;  // position of the run's first op in its stream's order
-  std::uint32_t last_op = 0;
+  double work_ps = 0;       // the whole run's, at full speed
   double remaining_ps = 0;  // at full speed
   double speed = 1;
   TimePs since = 0;
@@ -348,9 +350,9 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       if (slowdown_ > 0) {
         const double speed = state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0;
         const std::uint32_t first = cursor(rank, op.stream).head - 1;
-        const auto [last, work] = run_kernels(rank, op.stream, index, speed);
+        const TimePs work = run_kernels(rank, op.stream, index, speed).second;
         RunningKernels& kernels = state.running[stream];
-        kernels = {first, last, static_cast<double>(work), speed, engine_.now(), kNoEvent, true};
+        kernels = {first, static_cast<double>(work), static_cast<double>(work), speed, engine_.now(), kNoEvent, true};
         schedule_kernels(rank, op.stream, kernels);
       } else {
         const auto [last, work] = run_kernels(rank, op.stream, index, 1.0);
@@ -409,9 +411,9 @@ void StepSimulation::schedule_kernels(int rank, int stream, RunningKernels& kern
   const TimePs left = static_cast<TimePs>(std::llround(kernels.remaining_ps / kernels.speed));
   // A 16-byte capture fits std::function's small buffer: no allocation.
   kernels.event = engine_.schedule_after(left, [this, rank, stream] {
-    RunningKernels& ended = ranks_[static_cast<std::size_t>(rank)].running[static_cast<std::size_t>(stream)];
-    ended.active = false;
-    finish(rank, ended.last_op);
+    ranks_[static_cast<std::size_t>(rank)].running[static_cast<std::size_t>(stream)].active = false;
+    const StreamCursor& at = cursor(rank, stream);
+    finish(rank, at.order[at.head - 1]);
     drain();
   });
 }
@@ -424,11 +426,7 @@ void StepSimulation::retime_kernels(int rank, int stream, const RunningKernels& 
   const ProgramIndex& index = index_of(rank);
   const StreamCursor& at = cursor(rank, stream);
   const TimePs now = engine_.now();
-  double total = 0;
-  for (std::uint32_t position = kernels.first; position < at.head; ++position) {
-    total += static_cast<double>(index.kernel_duration[at.order[position]]);
-  }
-  const double done = total - kernels.remaining_ps;
+  const double done = kernels.work_ps - kernels.remaining_ps;
   double work = 0;
   for (std::uint32_t position = kernels.first; position + 1 < at.head; ++position) {
     const std::uint32_t op = at.order[position];

@@ -36,7 +36,7 @@ TimeBreakdown breakdown_of(const std::vector<const TimelineOpRow*>& rows, double
   std::vector<ActivityInterval> intervals;
   for (const TimelineOpRow* row : rows) {
     if (row->kind == "memory") continue;
-    int what = -1;
+    int what = kComputing;
     if (row->kind == "collective") {
       const auto op = workloads::parse_collective_op(row->op_class);
       if (!op) continue;
