@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 using namespace shardsim::workloads;
@@ -23,6 +24,11 @@ Gathers gathers_of(const FetchSchedule& schedule) {
     for (const FetchSchedule::Gather& g : at) out.back().emplace_back(g.module, g.serves_backward);
   }
   return out;
+}
+
+// One byte per gathered element, forward and backward alike.
+std::vector<std::array<double, 2>> unit_bytes(const std::vector<double>& elements) {
+  return std::vector<std::array<double, 2>>(elements.size(), {1.0, 1.0});
 }
 
 // Four modules A..D of 10 elements, one tensor each: forward A B C D, then
@@ -90,12 +96,12 @@ TEST_CASE("DeepSpeed's prefetch: gathers until the bucket or the live limit, kee
     REQUIRE(gathers_of(s) == expected);
     const std::vector<std::vector<std::size_t>> frees = {{A}, {B}, {}, {}, {D}, {C}, {B}, {A}};
     REQUIRE(s.free_after == frees);
-    REQUIRE(peak_gathered_bytes(entries, s, elements, {1.0, 1.0}) == 20);
+    REQUIRE(peak_gathered_bytes(entries, s, elements, unit_bytes(elements)) == 20);
   }
   SECTION("the live limit stops the prefetch") {
     const FetchSchedule s = schedule_fetches(entries, elements, FetchPolicy::deepspeed, {1e9, 10, 0});
     REQUIRE(require_consistent(entries, elements, s) == 8);
-    REQUIRE(peak_gathered_bytes(entries, s, elements, {1.0, 1.0}) == 10);
+    REQUIRE(peak_gathered_bytes(entries, s, elements, unit_bytes(elements)) == 10);
   }
 }
 
@@ -123,7 +129,7 @@ TEST_CASE("gathered parameters at the peak: one module, two layers, or DeepSpeed
   const std::vector<FetchEntry> entries = micro_batch_entries(modules, model.layers, false);
   const std::vector<double> elements = gathered_elements(modules, 1e5);
   const auto peak = [&](FetchPolicy policy, FetchLimits limits) {
-    return peak_gathered_bytes(entries, schedule_fetches(entries, elements, policy, limits), elements, {1.0, 1.0});
+    return peak_gathered_bytes(entries, schedule_fetches(entries, elements, policy, limits), elements, unit_bytes(elements));
   };
   // LLaMA-7B's modules without their norm weights (4096 each, persistent).
   const double h = 4096, attention = 4 * h * h, mlp = 3 * h * 11008, vocab = 32000 * h;

@@ -123,20 +123,41 @@ int leaf_blocks_spanned(const Cluster& cluster, const Placement& placement, cons
   return static_cast<int>(blocks.size());
 }
 
-MoeGroups moe_groups(int ranks, int experts, MoeLayout layout) {
+namespace {
+
+void check_moe_layout(int ranks, int experts) {
   if (experts < 1 || ranks % experts != 0) {
     throw std::invalid_argument(std::to_string(experts) + " experts do not divide " + std::to_string(ranks) + " ranks");
   }
+}
+
+}  // namespace
+
+MoeLayout parse_moe_layout(const std::string& name) {
+  if (name == "E+D") return MoeLayout::expert_data;
+  if (name == "D+E") return MoeLayout::data_expert;
+  throw std::invalid_argument("MoE layout '" + name + "': use E+D or D+E");
+}
+
+std::string_view to_string(MoeLayout layout) { return layout == MoeLayout::expert_data ? "E+D" : "D+E"; }
+
+MoeSlot moe_slot(int rank, int ranks, int experts, MoeLayout layout) {
+  check_moe_layout(ranks, experts);
+  // E+D: rank = replica * E + expert; D+E: rank = expert * D + replica.
+  if (layout == MoeLayout::expert_data) return {rank % experts, rank / experts};
   const int replicas = ranks / experts;
+  return {rank / replicas, rank % replicas};
+}
+
+MoeGroups moe_groups(int ranks, int experts, MoeLayout layout) {
+  check_moe_layout(ranks, experts);
   MoeGroups groups;
-  groups.expert_parallel.resize(static_cast<std::size_t>(replicas));
+  groups.expert_parallel.resize(static_cast<std::size_t>(ranks / experts));
   groups.expert_data_parallel.resize(static_cast<std::size_t>(experts));
   for (int r = 0; r < ranks; ++r) {
-    // E+D: rank = replica * E + expert; D+E: rank = expert * D + replica.
-    const int expert = layout == MoeLayout::expert_data ? r % experts : r / replicas;
-    const int replica = layout == MoeLayout::expert_data ? r / experts : r % replicas;
-    groups.expert_parallel[static_cast<std::size_t>(replica)].push_back(r);
-    groups.expert_data_parallel[static_cast<std::size_t>(expert)].push_back(r);
+    const MoeSlot slot = moe_slot(r, ranks, experts, layout);
+    groups.expert_parallel[static_cast<std::size_t>(slot.replica)].push_back(r);
+    groups.expert_data_parallel[static_cast<std::size_t>(slot.expert)].push_back(r);
   }
   return groups;
 }

@@ -58,6 +58,21 @@ int leaf_blocks_spanned(const Cluster& cluster, const Placement& placement, cons
 
 enum class MoeLayout { expert_data, data_expert };  // E+D, D+E
 
+// "E+D", "D+E"; std::invalid_argument otherwise.
+MoeLayout parse_moe_layout(const std::string& name);
+std::string_view to_string(MoeLayout layout);
+
+// Where a rank sits in a MoE layout: which expert-parallel position (the
+// expert it holds, its expert-data-parallel group) and which replica (its
+// expert-parallel group, its place in the expert-data-parallel group).
+struct MoeSlot {
+  int expert = 0;
+  int replica = 0;
+};
+
+// std::invalid_argument unless `experts` divides `ranks`.
+MoeSlot moe_slot(int rank, int ranks, int experts, MoeLayout layout);
+
 struct MoeGroups {
   std::vector<std::vector<int>> expert_parallel;       // all-to-all groups, E ranks each
   std::vector<std::vector<int>> expert_data_parallel;  // all-reduce groups, D ranks each

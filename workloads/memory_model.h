@@ -5,6 +5,9 @@
 //   12 Psi / f_OS (fp32 master weights and two Adam moments), plus ZeRO++'s
 //   secondary parameter copy 2 Psi / k;
 // so ZeRO-0..3 give 16 Psi, 4 Psi + 12 Psi / N, 2 Psi + 14 Psi / N, 16 Psi / N.
+// A MoE model's routed experts count Psi_E / ep per GPU under expert
+// parallelism over ep GPUs, sharded by the expert factors (plan.h) over the
+// expert-data-parallel group: 2 Psi_E / (ep f'_P) parameters, and so on.
 // On top: the activations of one micro-batch (activation_memory.h), the
 // parameters gathered when f_P > 1 (the persistent tensors, and the most the
 // plan's fetch schedule holds at once, parameter_fetch.h; less the GPU's own
@@ -41,7 +44,12 @@ struct MemoryBreakdown {
 // The parts by name (memory categories' names), in the order reports list them.
 std::vector<std::pair<const char*, double>> memory_components(const MemoryBreakdown& memory);
 
+// `experts`: resolve_expert_factors' result for the plan (unused by a dense model).
 MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& training, const Plan& plan,
-                                const ShardingFactors& factors, int data_parallel);
+                                const ShardingFactors& factors, int data_parallel,
+                                const ExpertShardingFactors& experts = {});
+
+// Parameters of a MoE model's routed experts, all layers (0 for a dense model).
+double routed_expert_parameters(const ModelSpec& model);
 
 }  // namespace shardsim::workloads

@@ -4,6 +4,8 @@
 #include "topology/presets.h"
 #include "workloads/hf_config.h"
 
+#include <stdexcept>
+
 namespace shardsim::workloads {
 
 namespace {
@@ -56,14 +58,26 @@ Tensors ffn_tensors(const ModelSpec& model, std::int64_t ffn) {
   return tensors;
 }
 
-Tensors mlp_tensors(const ModelSpec& model, int layer) {
-  if (!model.moe_layer(layer)) return ffn_tensors(model, model.ffn_hidden);
+// A MoE layer's MLP block without its routed experts: router and shared experts.
+Tensors dense_moe_tensors(const ModelSpec& model) {
   const MoeSpec& moe = model.moe;
   Tensors tensors = {model.hidden * moe.experts};  // router
-  for (int expert = 0; expert < moe.experts; ++expert) append(tensors, ffn_tensors(model, moe.expert_ffn_hidden));
   for (int expert = 0; expert < moe.shared_experts; ++expert) {
     append(tensors, ffn_tensors(model, moe.shared_expert_ffn_hidden));
   }
+  return tensors;
+}
+
+Tensors routed_expert_tensors(const ModelSpec& model, int experts) {
+  Tensors tensors;
+  for (int expert = 0; expert < experts; ++expert) append(tensors, ffn_tensors(model, model.moe.expert_ffn_hidden));
+  return tensors;
+}
+
+Tensors mlp_tensors(const ModelSpec& model, int layer) {
+  if (!model.moe_layer(layer)) return ffn_tensors(model, model.ffn_hidden);
+  Tensors tensors = dense_moe_tensors(model);
+  append(tensors, routed_expert_tensors(model, model.moe.experts));
   return tensors;
 }
 
@@ -82,7 +96,11 @@ std::int64_t norm_parameters(const ModelSpec& model) { return sum(norm_tensors(m
 std::int64_t attention_parameters(const ModelSpec& model) { return sum(attention_tensors(model)); }
 std::int64_t mlp_parameters(const ModelSpec& model, int layer) { return sum(mlp_tensors(model, layer)); }
 
-std::vector<ModuleParameters> model_modules(const ModelSpec& model) {
+std::vector<ModuleParameters> model_modules(const ModelSpec& model, int expert_parallel) {
+  if (expert_parallel < 1 || (model.has_moe && model.moe.experts % expert_parallel != 0)) {
+    throw std::logic_error(model.name + ": expert parallelism " + std::to_string(expert_parallel) +
+                           " does not divide the experts (resolve_expert_factors checks plans)");
+  }
   std::vector<ModuleParameters> modules;
   Tensors embedding = {model.vocab * model.hidden};
   if (model.positions == PositionKind::learned) embedding.push_back(model.max_positions * model.hidden);
@@ -91,9 +109,14 @@ std::vector<ModuleParameters> model_modules(const ModelSpec& model) {
     const std::string prefix = "layer" + std::to_string(layer) + ".";
     Tensors attention = norm_tensors(model), mlp = norm_tensors(model);
     append(attention, attention_tensors(model));
-    append(mlp, mlp_tensors(model, layer));
+    const bool moe = model.moe_layer(layer);
+    append(mlp, moe ? dense_moe_tensors(model) : mlp_tensors(model, layer));
     modules.push_back(module(prefix + "attention", layer, attention));
     modules.push_back(module(prefix + "mlp", layer, mlp));
+    if (moe) {
+      modules.push_back(module(prefix + "experts", layer, routed_expert_tensors(model, model.moe.experts / expert_parallel)));
+      modules.back().routed_experts = true;
+    }
   }
   Tensors head = norm_tensors(model);
   if (!model.tied_embeddings) head.push_back(model.vocab * model.hidden);

@@ -91,11 +91,15 @@ ParameterCount count_parameters(const ModelSpec& model);
 
 // A module: the unit whose parameters are gathered and freed together under
 // parameter sharding: the embedding, each layer's attention block (its norm
-// included) and MLP block (likewise; a MoE layer's router and experts), and
-// the head (final norm, LM head unless tied).
+// included) and MLP block (likewise; a MoE layer's norm, router and shared
+// experts, followed by a module of its routed experts), and the head (final
+// norm, LM head unless tied).
 struct ModuleParameters {
-  std::string name;  // "embedding", "layer3.attention", "layer3.mlp", "head"
+  std::string name;  // "embedding", "layer3.attention", "layer3.mlp", "layer3.experts", "head"
   int layer = -1;    // -1 for the embedding, `layers` for the head
+  // A MoE layer's routed experts: split over the expert-parallel group, their
+  // states sharded over the expert-data-parallel group (plan.h).
+  bool routed_experts = false;
   double parameters = 0;
   // Elements of each parameter tensor, in the order the forward uses them:
   // the unit DeepSpeed hooks, prefetches and keeps persistent.
@@ -105,7 +109,9 @@ struct ModuleParameters {
   // reduced and updated once, with their owner.
   std::vector<double> borrowed_tensors;
 };
-std::vector<ModuleParameters> model_modules(const ModelSpec& model);
+// With expert parallelism over `expert_parallel` ranks, a routed-experts
+// module holds one rank's experts / expert_parallel of them.
+std::vector<ModuleParameters> model_modules(const ModelSpec& model, int expert_parallel = 1);
 
 // Checks shapes (positive sizes, heads dividing hidden where head_dim is not
 // given, kv_heads dividing heads, MoE fields consistent); throws InputError

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 namespace shardsim::workloads {
@@ -74,30 +75,15 @@ class StageBuilder : PipelineStageWriter {
   bool gather_at_start_ = false;
 };
 
-// A kernel list with its tensor-parallel calls: a call follows the kernel
-// before it; a kernel waits for the call it names. `deps` go to the first
-// kernel. Calls no kernel of the list waits for hold up the next kernel.
+// Model-parallel calls of a kernel list go over the tensor-parallel group
+// (plans refuse expert parallelism with Megatron-LM, plan.h).
 void StageBuilder::run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps) {
-  std::vector<OpIndex> calls;
-  std::vector<bool> waited;
-  for (const KernelSpec& spec : list) {
-    if (spec.call) {
-      calls.push_back(collective(prefix + spec.name, spec.call->op, *comms_.tensor, spec.call->bytes, tensor_stream,
-                                 after_last_compute()));
-      waited.push_back(false);
-      continue;
+  OpWriter::run(list, prefix, deps, [this](CallGroup group) {
+    if (group != CallGroup::tensor_parallel || !comms_.tensor) {
+      throw std::logic_error("StageBuilder: a call outside a tensor-parallel group");
     }
-    std::vector<OpIndex> kernel_deps = std::exchange(deps, {});
-    if (spec.waits_for_call > 0) {
-      const std::size_t which = calls.size() - static_cast<std::size_t>(spec.waits_for_call);
-      kernel_deps.push_back(calls[which]);
-      waited[which] = true;
-    }
-    kernel(spec, prefix, std::move(kernel_deps));
-  }
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    if (!waited[i]) blocking_.push_back(calls[i]);
-  }
+    return CallRoute{*comms_.tensor, tensor_stream};
+  });
 }
 
 void StageBuilder::forward(const PipelinePass& pass) {

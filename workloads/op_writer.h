@@ -1,7 +1,7 @@
 // OpWriter: appends ops to one rank program the way the step compilers do.
 // Kernels go on the compute stream, each also waiting for the ops a
 // compiler blocked on the next kernel (a reduction the backward must not
-// outrun, tensor-parallel calls a block's output needs); collectives and
+// outrun, model-parallel calls a block's output needs); collectives and
 // memory ops go on any stream. The compilers' builders derive from it.
 #pragma once
 
@@ -47,6 +47,41 @@ class OpWriter {
     last_on_compute_stream_ = last_compute_;
     return *last_compute_;
   }
+  // Where a call of a kernel list runs.
+  struct CallRoute {
+    int communicator = -1;
+    int stream = 0;
+  };
+
+  // A kernel list with its calls (transformer_kernels.h): a call follows the
+  // kernel before it, over the communicator and on the stream `route(group)`
+  // gives; a kernel waits for the call it names. `deps` go to the first
+  // kernel. Calls no kernel of the list waits for hold up the next kernel.
+  template <typename Route>
+  void run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps, Route route) {
+    std::vector<OpIndex> calls;
+    std::vector<bool> waited;
+    for (const KernelSpec& spec : list) {
+      if (spec.call) {
+        const CallRoute to = route(spec.call->group);
+        calls.push_back(collective(prefix + spec.name, spec.call->op, to.communicator, spec.call->bytes, to.stream,
+                                   after_last_compute()));
+        waited.push_back(false);
+        continue;
+      }
+      std::vector<OpIndex> kernel_deps = std::exchange(deps, {});
+      if (spec.waits_for_call > 0) {
+        const std::size_t which = calls.size() - static_cast<std::size_t>(spec.waits_for_call);
+        kernel_deps.push_back(calls[which]);
+        waited[which] = true;
+      }
+      kernel(spec, prefix, std::move(kernel_deps));
+    }
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (!waited[i]) blocking_.push_back(calls[i]);
+    }
+  }
+
   std::vector<OpIndex> after_last_compute() const {
     return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
   }

@@ -190,17 +190,28 @@ FetchSchedule schedule_fetches(const std::vector<FetchEntry>& entries, const std
   return s.take();
 }
 
-int gather_group(const Plan& plan, int parameter_factor, bool issued_in_backward) {
-  return issued_in_backward && plan.secondary_parameter_group > 1 ? plan.secondary_parameter_group : parameter_factor;
+std::vector<ModuleParameters> gathered_modules(std::vector<ModuleParameters> modules, const Plan& plan,
+                                               int expert_parameter_factor) {
+  if (plan.experts.parallel > 1 && expert_parameter_factor == 1) {
+    for (ModuleParameters& module : modules) {
+      if (module.routed_experts) module.parameter_tensors.clear();
+    }
+  }
+  return modules;
+}
+
+int gather_group(int parameter_factor, int secondary_group, bool issued_in_backward) {
+  return issued_in_backward && secondary_group > 1 ? secondary_group : parameter_factor;
 }
 
 double peak_gathered_bytes(const std::vector<FetchEntry>& entries, const FetchSchedule& schedule,
-                           const std::vector<double>& elements, const std::array<double, 2>& bytes_per_element) {
+                           const std::vector<double>& elements,
+                           const std::vector<std::array<double, 2>>& bytes_per_element) {
   std::vector<double> held(elements.size(), 0.0);
   double live = 0, peak = 0;
   for (std::size_t t = 0; t < entries.size(); ++t) {
     for (const FetchSchedule::Gather& g : schedule.gather_at[t]) {
-      held[g.module] = elements[g.module] * bytes_per_element[entries[t].backward ? 1 : 0];
+      held[g.module] = elements[g.module] * bytes_per_element[g.module][entries[t].backward ? 1 : 0];
       live += held[g.module];
     }
     peak = std::max(peak, live);

@@ -92,13 +92,20 @@ struct ParameterFetches {
 ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int layers, bool full_recompute,
                                         const Plan& plan, double bytes_per_value, bool sharded);
 
+// The modules as a plan's gathers see them: under expert parallelism, routed
+// experts whose group shards no parameters (expert factor f'_P = 1, plan.h)
+// are held whole and gather nothing.
+std::vector<ModuleParameters> gathered_modules(std::vector<ModuleParameters> modules, const Plan& plan,
+                                               int expert_parameter_factor);
+
 // The GPUs a gather spans: the f_P group, or ZeRO++'s secondary (hpZ) group
 // when the gather is issued in the backward.
-int gather_group(const Plan& plan, int parameter_factor, bool issued_in_backward);
+int gather_group(int parameter_factor, int secondary_group, bool issued_in_backward);
 
-// The most gathered bytes alive at once, a gather costing
-// bytes_per_element[issued in the backward] while it lives.
+// The most gathered bytes alive at once, a gather of module m costing
+// bytes_per_element[m][issued in the backward] per element while it lives.
 double peak_gathered_bytes(const std::vector<FetchEntry>& entries, const FetchSchedule& schedule,
-                           const std::vector<double>& elements, const std::array<double, 2>& bytes_per_element);
+                           const std::vector<double>& elements,
+                           const std::vector<std::array<double, 2>>& bytes_per_element);
 
 }  // namespace shardsim::workloads

@@ -3,6 +3,7 @@
 #include "topology/json_input.h"
 #include "topology/presets.h"
 
+#include <numeric>
 #include <stdexcept>
 
 namespace shardsim::workloads {
@@ -120,6 +121,18 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");
     }
   }
+  if (reader.has("experts")) {
+    auto experts = reader.object("experts");
+    const std::int64_t parallel = experts.positive_integer("parallel");
+    if (parallel > (1 << 16)) experts.fail("parallel", "must be at most 65536, got " + std::to_string(parallel));
+    plan.experts.parallel = static_cast<int>(parallel);
+    if (experts.has("layout")) plan.experts.layout = topology::parse_moe_layout(experts.choice("layout", {"E+D", "D+E"}));
+    experts.finish();
+    if (plan.experts.parallel > 1 && (plan.system == ShardingSystem::megatron || zero_pipeline)) {
+      reader.fail("experts.parallel", "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, "
+                                      "zeropp, amsp), not yet with Megatron-LM's or ZeroPP's model parallelism");
+    }
+  }
   plan.sources = reader.string_list("sources");
   reader.finish();
   return plan;
@@ -186,6 +199,26 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
     check_group(plan.secondary_parameter_group, data_parallel, gpus_per_node, file, "secondary_parameter_group");
   }
   return f;
+}
+
+ExpertShardingFactors resolve_expert_factors(const Plan& plan, int experts, const ShardingFactors& factors,
+                                             int data_parallel, const std::string& file) {
+  const int ep = plan.experts.parallel;
+  if (ep > 1 && experts == 0) throw_input_error(file, "experts.parallel", "the model has no MoE layers; use 1");
+  if (ep > 1 && experts % ep != 0) {
+    throw_input_error(file, "experts.parallel",
+                      std::to_string(ep) + " does not divide the model's " + std::to_string(experts) + " routed experts");
+  }
+  if (data_parallel % ep != 0) {
+    throw_input_error(file, "experts.parallel",
+                      std::to_string(ep) + " does not divide the " + std::to_string(data_parallel) + " data-parallel GPUs");
+  }
+  ExpertShardingFactors resolved;
+  resolved.data_parallel = data_parallel / ep;
+  const auto within = [&](int f) { return std::gcd(f, resolved.data_parallel); };
+  resolved.factors = {within(factors.parameters), within(factors.gradients), within(factors.optimizer)};
+  resolved.secondary_group = within(plan.secondary_parameter_group);
+  return resolved;
 }
 
 void apply_overlap_level(Plan& plan, const std::string& level) {

@@ -54,7 +54,23 @@
 // (pipeline_schedule.h's unit_schedule):
 //
 //   "model_parallel": {"pipeline": 8, "virtual_stages": 2, "scheduling_unit": 8}
+//
+// An optional "experts" block gives a MoE model's expert parallelism under
+// the data-parallel systems (DeepSpeed-MoE's ep_size; TECHNIQUES.md section 6):
+//
+//   "experts": {"parallel": 8, "layout": "E+D"}
+//
+// parallel: ranks each MoE layer's routed experts are split over (each holds
+// experts / parallel of them; tokens reach them through an all-to-all over
+// these ranks); the model states of the routed experts are then sharded over
+// the expert-data-parallel group, the data-parallel size / parallel ranks
+// holding the same experts, with each factor f taken as gcd(f, that size)
+// ("all" becomes the whole group). layout: where the two groups fall
+// (topology/placement.h): "E+D" puts an expert-parallel group on consecutive
+// ranks, "D+E" an expert-data-parallel group.
 #pragma once
+
+#include "topology/placement.h"
 
 #include <nlohmann/json.hpp>
 
@@ -110,6 +126,11 @@ struct ModelParallelism {
   bool any() const { return tensor > 1 || pipeline > 1; }
 };
 
+struct ExpertParallelism {
+  int parallel = 1;
+  topology::MoeLayout layout = topology::MoeLayout::expert_data;
+};
+
 struct Plan {
   std::string name;
   ShardingSystem system = ShardingSystem::zero;
@@ -122,6 +143,7 @@ struct Plan {
   bool multi_rank_bucketing = false;
   bool flat_all_gather = false;
   ModelParallelism model_parallel;
+  ExpertParallelism experts;
   std::vector<std::string> sources;
 };
 
@@ -137,6 +159,19 @@ Plan load_plan(const std::string& file_or_preset);
 //    stays inside a node); a larger one is a multiple of them (whole nodes).
 // The ZeRO++ secondary group obeys the same divisibility and mesh filter.
 ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_per_node, const std::string& file);
+
+// The routed experts' factors: each of `factors` (and the ZeRO++ secondary
+// group, returned in `secondary_group`) as gcd(f, expert-data-parallel size).
+// Throws InputError naming `file` and experts.parallel unless it divides the
+// data-parallel size and `experts`, the routed experts of each MoE layer
+// (0: a dense model, which takes no expert parallelism).
+struct ExpertShardingFactors {
+  int data_parallel = 1;  // the expert-data-parallel size
+  ShardingFactors factors;
+  int secondary_group = 1;
+};
+ExpertShardingFactors resolve_expert_factors(const Plan& plan, int experts, const ShardingFactors& factors,
+                                             int data_parallel, const std::string& file);
 
 // GPUs / (tensor x pipeline), the data-parallel size; throws InputError
 // naming `file` and model_parallel when it does not divide, or when the

@@ -9,13 +9,15 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
+#include <tuple>
 #include <utility>
 
 namespace shardsim::workloads {
 
 namespace {
 
-enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream };
+enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream, expert_stream };
 
 class StepBuilder : OpWriter {
  public:
@@ -27,12 +29,26 @@ class StepBuilder : OpWriter {
         e_(config.training.bytes_per_value) {}
 
   void build();
-  const ShardingFactors& factors() const { return factors_; }
+  const ShardingFactors& factors() const { return dense_.factors; }
+  const ExpertShardingFactors& expert_factors() const { return expert_factors_; }
   std::int64_t accumulation() const { return accumulation_; }
 
  private:
   struct Communicators {
     std::optional<int> parameters, secondary, gradient_shards, replicas, update;
+  };
+
+  // The model states of one kind of module and the ranks they are sharded
+  // over: the dense modules' over every rank, a MoE model's routed experts'
+  // over their expert-data-parallel group when the plan splits the experts
+  // (plan.h). A rank's place in its group is `position`.
+  struct StateGroup {
+    int size = 1;
+    ShardingFactors factors;
+    int secondary_group = 1;  // ZeRO++ hpZ
+    Communicators comms;
+    double parameters = 0;    // this rank's, of the group's modules, unsharded
+    std::vector<int> group_of_rank, position;
   };
 
   template <typename Key>
@@ -42,17 +58,26 @@ class StepBuilder : OpWriter {
     return static_cast<int>(program_.communicators.size() - 1);
   }
 
-  void make_communicators();
+  const StateGroup& states_of(std::size_t module) const {
+    return modules_[module].routed_experts && config_.plan.experts.parallel > 1 ? experts_ : dense_;
+  }
+  void make_communicators(StateGroup& states, const std::string& prefix);
+  void make_expert_groups();
+  CallRoute route(CallGroup group) const;
   void set_resident_memory();
   void schedule_parameter_fetches();
   void emit_parameter_update(const std::vector<OpIndex>& deps);
+  void emit_group_update(const StateGroup& states, const std::vector<std::size_t>& modules,
+                         const std::vector<OpIndex>& deps);
   void forward(int micro_batch);
   void backward(int micro_batch, bool last);
   void flush_gradient_bucket(int micro_batch, bool last);
-  OpIndex reduce_scatter_gradients(const std::string& name, int communicator, const std::vector<std::size_t>& modules,
-                                   double bytes, int stream, std::vector<OpIndex> deps);
-  OpIndex reduce_over_replicas(const std::string& name, const std::vector<std::size_t>& modules, double shard_bytes,
-                               int stream, std::vector<OpIndex> deps);
+  OpIndex reduce_scatter_gradients(const std::string& name, const StateGroup& states, int communicator,
+                                   const std::vector<std::size_t>& modules, double bytes, int stream,
+                                   std::vector<OpIndex> deps);
+  OpIndex reduce_over_replicas(const std::string& name, const StateGroup& states,
+                               const std::vector<std::size_t>& modules, double shard_bytes, int stream,
+                               std::vector<OpIndex> deps);
   void gather(std::size_t module, const std::string& prefix, int communicator_index, double group_size,
               std::vector<OpIndex> deps);
   void issue_gathers(std::size_t entry, const std::string& prefix);
@@ -63,10 +88,11 @@ class StepBuilder : OpWriter {
   Program& program_;
   int n_;
   double e_;
-  ShardingFactors factors_;
+  StateGroup dense_, experts_;
+  ExpertShardingFactors expert_factors_;
+  std::optional<int> expert_parallel_;  // the MoE all-to-all communicator
   std::vector<ModuleWork> modules_;
-  std::vector<double> module_offset_;  // first element of each module in the flat parameter buffer
-  Communicators comms_;
+  std::vector<double> module_offset_;  // first element of each module in its state group's flat buffer
   std::int64_t accumulation_ = 1;
   bool update_at_start_ = false;
 
@@ -88,19 +114,54 @@ class StepBuilder : OpWriter {
   std::vector<DeferredBucket> deferred_buckets_;
 };
 
-void StepBuilder::make_communicators() {
-  const int fp = factors_.parameters, fg = factors_.gradients, fos = factors_.optimizer;
-  comms_.parameters = communicator("parameters", fp, [fp](int r) { return r / fp; });
-  const int k = config_.plan.secondary_parameter_group;
-  comms_.secondary = communicator("secondary_parameters", k, [k](int r) { return r / k; });
-  comms_.gradient_shards = communicator("gradient_shards", fg / fp, [fg, fp](int r) { return std::pair(r / fg, r % fp); });
-  comms_.replicas = communicator("parameter_replicas", n_ / fp, [fp](int r) { return r % fp; });
-  comms_.update = communicator("parameter_update", fos / fp, [fos, fp](int r) { return std::pair(r / fos, r % fp); });
+void StepBuilder::make_communicators(StateGroup& states, const std::string& prefix) {
+  const int fp = states.factors.parameters, fg = states.factors.gradients, fos = states.factors.optimizer;
+  const int k = states.secondary_group;
+  const auto group = [&states](int r) { return states.group_of_rank[static_cast<std::size_t>(r)]; };
+  const auto at = [&states](int r) { return states.position[static_cast<std::size_t>(r)]; };
+  states.comms.parameters = communicator(prefix + "parameters", fp, [&](int r) { return std::pair(group(r), at(r) / fp); });
+  states.comms.secondary =
+      communicator(prefix + "secondary_parameters", k, [&](int r) { return std::pair(group(r), at(r) / k); });
+  states.comms.gradient_shards = communicator(prefix + "gradient_shards", fg / fp, [&](int r) {
+    return std::tuple(group(r), at(r) / fg, at(r) % fp);
+  });
+  states.comms.replicas =
+      communicator(prefix + "parameter_replicas", states.size / fp, [&](int r) { return std::pair(group(r), at(r) % fp); });
+  states.comms.update = communicator(prefix + "parameter_update", fos / fp, [&](int r) {
+    return std::tuple(group(r), at(r) / fos, at(r) % fp);
+  });
+}
+
+// Under expert parallelism: the routed experts' state group, one per expert-
+// parallel position, and the all-to-all communicator (topology/placement.h).
+void StepBuilder::make_expert_groups() {
+  const Plan& plan = config_.plan;
+  const int ep = plan.experts.parallel;
+  expert_factors_ = resolve_expert_factors(plan, config_.model.has_moe ? config_.model.moe.experts : 0, dense_.factors,
+                                           n_, config_.plan_file);
+  if (ep <= 1) return;
+  experts_.size = expert_factors_.data_parallel;
+  experts_.factors = expert_factors_.factors;
+  experts_.secondary_group = expert_factors_.secondary_group;
+  for (int r = 0; r < n_; ++r) {
+    const topology::MoeSlot slot = topology::moe_slot(r, n_, ep, plan.experts.layout);
+    experts_.group_of_rank.push_back(slot.expert);
+    experts_.position.push_back(slot.replica);
+  }
+  make_communicators(experts_, "expert_");
+  expert_parallel_ = communicator("expert_parallel", ep, [&](int r) { return experts_.position[static_cast<std::size_t>(r)]; });
+}
+
+OpWriter::CallRoute StepBuilder::route(CallGroup group) const {
+  if (group != CallGroup::expert_parallel || !expert_parallel_) {
+    throw std::logic_error("StepBuilder: a model-parallel call without its group");
+  }
+  return {*expert_parallel_, expert_stream};
 }
 
 void StepBuilder::set_resident_memory() {
   const MemoryBreakdown states =
-      estimate_memory(config_.model, config_.training, config_.plan, factors_, config_.data_parallel);
+      estimate_memory(config_.model, config_.training, config_.plan, dense_.factors, config_.data_parallel, expert_factors_);
   auto& resident = program_.programs.front().resident_bytes;
   resident[static_cast<std::size_t>(MemoryCategory::parameters)] = states.parameters;
   resident[static_cast<std::size_t>(MemoryCategory::secondary_parameters)] = states.secondary_parameters;
@@ -109,14 +170,25 @@ void StepBuilder::set_resident_memory() {
 }
 
 void StepBuilder::emit_parameter_update(const std::vector<OpIndex>& deps) {
-  if (!comms_.update) return;
-  const double per_shard = e_ / factors_.parameters;
-  const int group = program_.communicators[static_cast<std::size_t>(*comms_.update)].group_size();
+  for (const StateGroup* states : {&dense_, &experts_}) {
+    std::vector<std::size_t> modules;
+    for (std::size_t module = 0; module < modules_.size(); ++module) {
+      if (&states_of(module) == states) modules.push_back(module);
+    }
+    if (!modules.empty()) emit_group_update(*states, modules, deps);
+  }
+}
+
+void StepBuilder::emit_group_update(const StateGroup& states, const std::vector<std::size_t>& modules,
+                                    const std::vector<OpIndex>& deps) {
+  if (!states.comms.update) return;
+  const int communicator = *states.comms.update;
+  const double per_shard = e_ / states.factors.parameters;
+  const int group = program_.communicators[static_cast<std::size_t>(communicator)].group_size();
   if (config_.plan.system == ShardingSystem::amsp) {
     // Inter-tensor sharding: whole modules assigned greedily (largest first)
     // to the least-loaded rank of the group, which broadcasts them.
-    std::vector<std::size_t> order(modules_.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::vector<std::size_t> order = modules;
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return modules_[a].parameters > modules_[b].parameters; });
     std::vector<double> load(static_cast<std::size_t>(group), 0.0);
@@ -126,8 +198,8 @@ void StepBuilder::emit_parameter_update(const std::vector<OpIndex>& deps) {
       owner[module] = static_cast<int>(least - load.begin());
       *least += modules_[module].parameters;
     }
-    for (std::size_t module = 0; module < modules_.size(); ++module) {
-      update_of_module_[module] = collective("update." + modules_[module].name, CollectiveOp::broadcast, *comms_.update,
+    for (std::size_t module : modules) {
+      update_of_module_[module] = collective("update." + modules_[module].name, CollectiveOp::broadcast, communicator,
                                              modules_[module].parameters * per_shard, update_stream, deps, owner[module]);
     }
     return;
@@ -137,13 +209,14 @@ void StepBuilder::emit_parameter_update(const std::vector<OpIndex>& deps) {
   std::vector<std::size_t> pending;
   double pending_bytes = 0;
   const double limit = config_.plan.flat_all_gather ? 0 : config_.plan.buckets.all_gather_bytes;
-  for (std::size_t module = 0; module < modules_.size(); ++module) {
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    const std::size_t module = modules[i];
     pending.push_back(module);
     pending_bytes += modules_[module].parameters * per_shard;
-    const bool last = module + 1 == modules_.size();
+    const bool last = i + 1 == modules.size();
     if (last || (limit > 0 && pending_bytes >= limit)) {
       const OpIndex op = collective("update." + modules_[pending.front()].name + (pending.size() > 1 ? "+" : ""),
-                                    CollectiveOp::all_gather, *comms_.update, pending_bytes, update_stream, deps);
+                                    CollectiveOp::all_gather, communicator, pending_bytes, update_stream, deps);
       for (std::size_t m : pending) update_of_module_[m] = op;
       pending.clear();
       pending_bytes = 0;
@@ -171,10 +244,10 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
 // secondary (hpZ) group when issued in the backward, named after the use
 // they serve.
 void StepBuilder::issue_gathers(std::size_t t, const std::string& prefix) {
-  if (fetch_.schedule.gather_at[t].empty()) return;
-  const int group = gather_group(config_.plan, factors_.parameters, fetch_.entries[t].backward);
-  const int communicator = group == factors_.parameters ? *comms_.parameters : *comms_.secondary;
   for (const FetchSchedule::Gather& g : fetch_.schedule.gather_at[t]) {
+    const StateGroup& states = states_of(g.module);
+    const int group = gather_group(states.factors.parameters, states.secondary_group, fetch_.entries[t].backward);
+    const int communicator = group == states.factors.parameters ? *states.comms.parameters : *states.comms.secondary;
     gather(g.module, prefix + (g.serves_backward ? "backward." : ""), communicator, static_cast<double>(group),
            after_last_compute());
   }
@@ -206,16 +279,14 @@ void StepBuilder::forward(int micro_batch) {
     if (micro_batch == 0 && update_at_start_ && update_of_module_[module]) deps.push_back(*update_of_module_[module]);
     activation_alloc_[module] = memory(prefix + work.name + ".activations.alloc", MemoryCategory::activations,
                                        work.activation_bytes, compute_stream);
-    for (std::size_t k = 0; k < work.forward.size(); ++k) {
-      kernel(work.forward[k], prefix + work.name + ".", k == 0 ? deps : std::vector<OpIndex>{});
-    }
+    run(work.forward, prefix + work.name + ".", deps, [this](CallGroup group) { return route(group); });
     free_gathered(t, prefix);
   }
 }
 
 void StepBuilder::backward(int micro_batch, bool last) {
   const std::string prefix = "mb" + std::to_string(micro_batch) + ".";
-  const bool gradients_sharded = factors_.gradients > 1;
+  const auto routed = [this](CallGroup group) { return route(group); };
   for (std::size_t t = modules_.size(); t < fetch_.entries.size(); ++t) {
     const std::vector<std::size_t>& group = fetch_.entries[t].modules;
     issue_gathers(t, prefix);
@@ -230,16 +301,16 @@ void StepBuilder::backward(int micro_batch, bool last) {
       const std::size_t module = *it;
       const ModuleWork& work = modules_[module];
       const std::string name = prefix + work.name + ".";
-      if (gradients_sharded) {
+      if (states_of(module).factors.gradients > 1) {
         memory(name + "gradient.alloc", MemoryCategory::communication_buffers, e_ * work.parameters, compute_stream);
       }
-      for (const KernelSpec& spec : work.recompute) {
-        kernel(spec, name + "recompute.", std::exchange(deps, {}));
-      }
-      for (const KernelSpec& spec : work.backward) kernel(spec, name, std::exchange(deps, {}));
+      run(work.recompute, name + "recompute.", deps, routed);
+      run(work.backward, name, deps, routed);
       if (activation_alloc_[module]) {
         memory(name + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
       }
+      // A bucket holds gradients of one state group: they reduce over its communicators.
+      if (!bucket_.empty() && &states_of(bucket_.front()) != &states_of(module)) flush_gradient_bucket(micro_batch, last);
       bucket_.push_back(module);
       double bucket_bytes = 0;
       for (std::size_t m : bucket_) bucket_bytes += e_ * modules_[m].parameters;
@@ -258,11 +329,12 @@ void StepBuilder::backward(int micro_batch, bool last) {
 // reduces get many and small), or, with multi-rank bucketing, all-reduces
 // the bucket once and each rank keeps its part. Every other case, "ideal"
 // ZeRO-1/2 included, is one reduce-scatter.
-OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, int communicator,
+OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, const StateGroup& states, int communicator,
                                               const std::vector<std::size_t>& modules, double bytes, int stream,
                                               std::vector<OpIndex> deps) {
   const Plan& plan = config_.plan;
-  const bool deepspeed_flat = plan.as_implemented && plan.system == ShardingSystem::zero && factors_.parameters == 1;
+  const bool deepspeed_flat =
+      plan.as_implemented && plan.system == ShardingSystem::zero && states.factors.parameters == 1;
   if (!deepspeed_flat) {
     return collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, communicator, bytes, stream, std::move(deps));
   }
@@ -275,7 +347,7 @@ OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, int commu
     first = std::min(first, module_offset_[m]);
     end = std::max(end, module_offset_[m] + modules_[m].parameters);
   }
-  const double partition = module_offset_.back() / n;
+  const double partition = states.parameters / n;
   // Owners in the order the backward produced the bucket: highest offset first.
   const int first_owner = std::min(n - 1, static_cast<int>(first / partition));
   const int last_owner = std::max(first_owner, std::min(n - 1, static_cast<int>((end - 1) / partition)));
@@ -292,12 +364,13 @@ OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, int commu
 // The last micro-batch's reduction across parameter replicas: into the
 // optimizer shards when they span every rank, else AMSP's all-reduce that
 // keeps what each optimizer shard needs.
-OpIndex StepBuilder::reduce_over_replicas(const std::string& name, const std::vector<std::size_t>& modules,
-                                          double shard_bytes, int stream, std::vector<OpIndex> deps) {
-  if (factors_.optimizer == n_) {
-    return reduce_scatter_gradients(name, *comms_.replicas, modules, shard_bytes, stream, std::move(deps));
+OpIndex StepBuilder::reduce_over_replicas(const std::string& name, const StateGroup& states,
+                                          const std::vector<std::size_t>& modules, double shard_bytes, int stream,
+                                          std::vector<OpIndex> deps) {
+  if (states.factors.optimizer == states.size) {
+    return reduce_scatter_gradients(name, states, *states.comms.replicas, modules, shard_bytes, stream, std::move(deps));
   }
-  return collective(name + ".all_reduce", CollectiveOp::all_reduce, *comms_.replicas, shard_bytes, stream,
+  return collective(name + ".all_reduce", CollectiveOp::all_reduce, *states.comms.replicas, shard_bytes, stream,
                     std::move(deps));
 }
 
@@ -308,12 +381,14 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   for (std::size_t m : modules) bytes += e_ * modules_[m].parameters;
   const std::string name = "mb" + std::to_string(micro_batch) + ".grad." + modules_[modules.front()].name +
                            (modules.size() > 1 ? "+" : "");
+  const StateGroup& states = states_of(modules.front());
+  const Communicators& comms = states.comms;
   const bool overlap = plan.overlap.gather_scatter;
-  const bool gradients_sharded = factors_.gradients > 1;
+  const bool gradients_sharded = states.factors.gradients > 1;
   std::optional<OpIndex> done;
   std::optional<int> buffer_stream;
-  if (comms_.parameters) {
-    done = collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, *comms_.parameters, bytes, reduce_stream,
+  if (comms.parameters) {
+    done = collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, *comms.parameters, bytes, reduce_stream,
                       after_last_compute());
     buffer_stream = reduce_stream;
     const bool deepspeed_blocks = plan.as_implemented && (plan.system == ShardingSystem::zero ||
@@ -321,24 +396,24 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
                                                           plan.system == ShardingSystem::mics);
     if (!overlap || deepspeed_blocks) blocking_.push_back(*done);
   }
-  const double shard_bytes = bytes / factors_.parameters;
-  if (!last && comms_.gradient_shards) {
-    done = reduce_scatter_gradients(name + ".shards", *comms_.gradient_shards, modules, shard_bytes, reduce_stream,
-                                    done ? std::vector<OpIndex>{*done} : after_last_compute());
+  const double shard_bytes = bytes / states.factors.parameters;
+  if (!last && comms.gradient_shards) {
+    done = reduce_scatter_gradients(name + ".shards", states, *comms.gradient_shards, modules, shard_bytes,
+                                    reduce_stream, done ? std::vector<OpIndex>{*done} : after_last_compute());
     if (!buffer_stream) buffer_stream = reduce_stream;
     if (!overlap) blocking_.push_back(*done);
   }
   if (gradients_sharded && buffer_stream) {
     memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, *buffer_stream);
   }
-  if (last && comms_.replicas) {
+  if (last && comms.replicas) {
     if (!plan.overlap.optimizer_all_reduce) {
       deferred_buckets_.push_back({std::move(modules), gradients_sharded && !buffer_stream, done});
       return;
     }
     const bool mics_blocks = plan.as_implemented && plan.system == ShardingSystem::mics;
     const int stream = mics_blocks ? reduce_stream : optimizer_stream;
-    done = reduce_over_replicas(name + ".replicas", modules, shard_bytes, stream,
+    done = reduce_over_replicas(name + ".replicas", states, modules, shard_bytes, stream,
                                 done ? std::vector<OpIndex>{*done} : after_last_compute());
     if (gradients_sharded && !buffer_stream) {
       memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, stream);
@@ -349,20 +424,29 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
 
 void StepBuilder::build() {
   const StepConfig& c = config_;
-  factors_ = resolve_factors(c.plan, c.data_parallel, c.gpus_per_node, c.plan_file);
+  dense_.size = n_;
+  dense_.factors = resolve_factors(c.plan, c.data_parallel, c.gpus_per_node, c.plan_file);
+  dense_.secondary_group = c.plan.secondary_parameter_group;
+  dense_.group_of_rank.assign(static_cast<std::size_t>(n_), 0);
+  for (int r = 0; r < n_; ++r) dense_.position.push_back(r);
+  make_communicators(dense_, "");
+  make_expert_groups();
   accumulation_ = gradient_accumulation_steps(c.training, c.data_parallel, c.training_file);
-  modules_ = transformer_modules(c.model, c.training);
-  module_offset_.assign(1, 0.0);
-  for (const ModuleWork& work : modules_) module_offset_.push_back(module_offset_.back() + work.parameters);
+  modules_ = transformer_modules(c.model, c.training, {}, c.plan.experts.parallel);
+  for (std::size_t module = 0; module < modules_.size(); ++module) {
+    StateGroup& states = &states_of(module) == &dense_ ? dense_ : experts_;
+    module_offset_.push_back(states.parameters);
+    states.parameters += modules_[module].parameters;
+  }
   update_of_module_.assign(modules_.size(), std::nullopt);
   gathered_.assign(modules_.size(), std::nullopt);
   activation_alloc_.assign(modules_.size(), std::nullopt);
-  make_communicators();
   set_resident_memory();
   schedule_parameter_fetches();
 
   const bool deepspeed_gathers_at_end = c.plan.as_implemented && c.plan.system == ShardingSystem::zero;
-  update_at_start_ = comms_.update && c.plan.overlap.parameter_broadcast && !deepspeed_gathers_at_end;
+  update_at_start_ = (dense_.comms.update || experts_.comms.update) && c.plan.overlap.parameter_broadcast &&
+                     !deepspeed_gathers_at_end;
   if (update_at_start_) emit_parameter_update({});
 
   for (std::int64_t micro_batch = 0; micro_batch < accumulation_; ++micro_batch) {
@@ -377,32 +461,38 @@ void StepBuilder::build() {
     const std::string name = "grad." + modules_[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
     std::vector<OpIndex> deps = after_last_compute();
     if (bucket.after) deps.push_back(*bucket.after);
-    last_reductions_.push_back(
-        reduce_over_replicas(name + ".replicas", bucket.modules, bytes / factors_.parameters, optimizer_stream, deps));
+    const StateGroup& states = states_of(bucket.modules.front());
+    last_reductions_.push_back(reduce_over_replicas(name + ".replicas", states, bucket.modules,
+                                                    bytes / states.factors.parameters, optimizer_stream, deps));
     if (bucket.frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
   }
+  // This rank's optimizer shard: of the dense states, and of its experts' under expert parallelism.
   const double psi = static_cast<double>(count_parameters(c.model).total());
-  const OpIndex optimizer = kernel(adam_step(psi / factors_.optimizer), "", last_reductions_);
+  const double shard = c.plan.experts.parallel > 1
+                           ? dense_.parameters / dense_.factors.optimizer + experts_.parameters / experts_.factors.optimizer
+                           : psi / dense_.factors.optimizer;
+  const OpIndex optimizer = kernel(adam_step(shard), "", last_reductions_);
   if (!update_at_start_) emit_parameter_update({optimizer});
   // DeepSpeed ZeRO-3 gathers the updated persistent parameters at the end of
   // its step, in one call.
   if (fetch_.persistent_elements > 0) {
-    collective("update.persistent.all_gather", CollectiveOp::all_gather, *comms_.parameters, e_ * fetch_.persistent_elements,
-               gather_stream, {optimizer});
+    collective("update.persistent.all_gather", CollectiveOp::all_gather, *dense_.comms.parameters,
+               e_ * fetch_.persistent_elements, gather_stream, {optimizer});
   }
 }
 
 // Which parameters each micro-batch gathers when (parameter_fetch.h), and
 // the persistent ones held whole on every GPU.
 void StepBuilder::schedule_parameter_fetches() {
-  const bool sharded = comms_.parameters.has_value();
-  fetch_ = plan_parameter_fetches(std::vector<ModuleParameters>(modules_.begin(), modules_.end()),
-                                  config_.model.layers, config_.training.recompute == Recompute::full, config_.plan, e_,
-                                  sharded);
+  const bool sharded = dense_.comms.parameters.has_value();
+  fetch_ = plan_parameter_fetches(
+      gathered_modules(std::vector<ModuleParameters>(modules_.begin(), modules_.end()), config_.plan,
+                       experts_.factors.parameters),
+      config_.model.layers, config_.training.recompute == Recompute::full, config_.plan, e_, sharded);
   gathered_bytes_.assign(modules_.size(), 0.0);
   if (sharded) {
     program_.programs.front().resident_bytes[static_cast<std::size_t>(MemoryCategory::gathered_parameters)] =
-        e_ * fetch_.persistent_elements * (1 - 1.0 / factors_.parameters);
+        e_ * fetch_.persistent_elements * (1 - 1.0 / dense_.factors.parameters);
   }
 }
 
@@ -414,6 +504,7 @@ Program compile_step(const StepConfig& config) {
   Program program;
   program.ranks = config.data_parallel;
   program.streams = {"compute", "parameter_gather", "gradient_reduce", "optimizer_reduce", "parameter_update"};
+  if (config.plan.experts.parallel > 1) program.streams.push_back("expert_all_to_all");
   program.programs.emplace_back();
   program.program_of_rank.assign(static_cast<std::size_t>(config.data_parallel), 0);
   StepBuilder builder(config, program);
@@ -424,6 +515,14 @@ Program compile_step(const StepConfig& config) {
                                     {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
                                     {"parameter_broadcast", config.plan.overlap.parameter_broadcast}};
   program.description["secondary_parameter_group"] = config.plan.secondary_parameter_group;
+  if (config.plan.experts.parallel > 1) {
+    const ShardingFactors& f = builder.expert_factors().factors;
+    program.description["experts"] = {
+        {"parallel", config.plan.experts.parallel},
+        {"layout", topology::to_string(config.plan.experts.layout)},
+        {"data_parallel", builder.expert_factors().data_parallel},
+        {"factors", {{"parameters", f.parameters}, {"gradients", f.gradients}, {"optimizer", f.optimizer}}}};
+  }
   return program;
 }
 
@@ -431,7 +530,9 @@ StepMemory estimate_step_memory(const StepConfig& config) {
   const ShardingSystem system = config.plan.system;
   if (system != ShardingSystem::megatron && system != ShardingSystem::zero_pipeline) {
     const ShardingFactors factors = resolve_factors(config.plan, config.data_parallel, config.gpus_per_node, config.plan_file);
-    return {estimate_memory(config.model, config.training, config.plan, factors, config.data_parallel), 0};
+    const ExpertShardingFactors experts = resolve_expert_factors(
+        config.plan, config.model.has_moe ? config.model.moe.experts : 0, factors, config.data_parallel, config.plan_file);
+    return {estimate_memory(config.model, config.training, config.plan, factors, config.data_parallel, experts), 0};
   }
   const std::vector<MemoryBreakdown> stages =
       system == ShardingSystem::zero_pipeline ? estimate_zero_pipeline_memory(config) : estimate_stage_memory(config);

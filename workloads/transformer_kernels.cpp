@@ -78,6 +78,98 @@ void attention_core(const Shapes& x, bool flash, std::vector<KernelSpec>& forwar
   backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
 }
 
+KernelSpec waiting_for_call(KernelSpec spec, int k) {
+  spec.waits_for_call = k;
+  return spec;
+}
+
+KernelSpec weight_half(KernelSpec spec) {
+  spec.weight_gradient = true;
+  return spec;
+}
+
+// A grouped GEMM over `experts` experts, each (m, n, k): one kernel, timed at
+// one expert's shape.
+KernelSpec grouped_gemm(const std::string& name, const Shapes& x, double experts, double m, double n, double k) {
+  KernelSpec spec = gemm(name, x, m, n, k);
+  spec.flops *= experts;
+  spec.hbm_bytes *= experts;
+  return spec;
+}
+
+// A MoE layer's two modules (transformer_kernels.h): `mlp` (norm, router,
+// shared experts) and `experts` (dispatch, the local routed experts, combine,
+// residual).
+void moe_block(const ModelSpec& model, const Shapes& x, int expert_parallel, ModuleWork& mlp, ModuleWork& experts) {
+  const MoeSpec& moe = model.moe;
+  const double T = x.tokens, h = x.hidden, E = moe.experts, k = moe.experts_per_token;
+  const bool swiglu = model.mlp == MlpKind::swiglu;
+  const std::string first = swiglu ? "gate_up" : "up", activation = swiglu ? "swiglu" : "gelu";
+  const double activation_reads = swiglu ? 3 : 2, activation_backward = swiglu ? 5 : 3;
+
+  mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
+  mlp.forward.push_back(gemm("router", x, T, E, h));
+  mlp.forward.push_back(elementwise("router.top_k", x, 2 * T * E));  // softmax over the logits, then top-k
+  if (moe.shared_experts > 0) {
+    // Always-active experts: one MLP of their summed width.
+    const double f = static_cast<double>(moe.shared_experts * moe.shared_expert_ffn_hidden);
+    const double first_out = swiglu ? 2 * f : f;
+    mlp.forward.push_back(gemm("shared." + first, x, T, first_out, h));
+    mlp.forward.push_back(elementwise("shared." + activation, x, activation_reads * T * f));
+    mlp.forward.push_back(gemm("shared.down", x, T, h, f));
+    mlp.backward.push_back(gemm("shared.down.dgrad", x, T, f, h));
+    mlp.backward.push_back(weight_half(gemm("shared.down.wgrad", x, f, h, T)));
+    mlp.backward.push_back(elementwise("shared." + activation + ".backward", x, activation_backward * T * f));
+    mlp.backward.push_back(gemm("shared." + first + ".dgrad", x, T, h, first_out));
+    mlp.backward.push_back(weight_half(gemm("shared." + first + ".wgrad", x, h, first_out, T)));
+  }
+  mlp.backward.push_back(elementwise("router.top_k.backward", x, 3 * T * E));
+  mlp.backward.push_back(gemm("router.dgrad", x, T, h, E));
+  mlp.backward.push_back(weight_half(gemm("router.wgrad", x, h, E, T)));
+  mlp.backward.push_back(elementwise("mlp_norm.backward", x, 3 * T * h));
+
+  // Each rank's T k token copies spread evenly over the E experts; a rank's
+  // E / ep experts each get T k / E copies from each of the ep ranks.
+  const double f = static_cast<double>(moe.expert_ffn_hidden);
+  const double first_out = swiglu ? 2 * f : f;
+  const double local_experts = E / expert_parallel;
+  const double m = expert_parallel * T * k / E;
+  const double routed_bytes = x.e * T * k * h;
+  const bool exchange = expert_parallel > 1;
+  const auto all_to_all = [&](std::vector<KernelSpec>& list, const std::string& name) {
+    if (!exchange) return;
+    KernelSpec spec;
+    spec.name = name + ".all_to_all";
+    spec.call = ModelParallelCall{CallGroup::expert_parallel, CollectiveOp::all_to_all, routed_bytes};
+    list.push_back(spec);
+  };
+  const int after_exchange = exchange ? 1 : 0;
+  experts.forward.push_back(elementwise("experts.permute", x, T * h + T * k * h));
+  all_to_all(experts.forward, "experts.dispatch");
+  experts.forward.push_back(
+      waiting_for_call(grouped_gemm("experts." + first, x, local_experts, m, first_out, h), after_exchange));
+  experts.forward.push_back(elementwise("experts." + activation, x, activation_reads * T * k * f));
+  experts.forward.push_back(grouped_gemm("experts.down", x, local_experts, m, h, f));
+  all_to_all(experts.forward, "experts.combine");
+  // Each token's k outputs weighted and summed, then the residual.
+  experts.forward.push_back(waiting_for_call(elementwise("experts.unpermute", x, T * k * h + T * h), after_exchange));
+  experts.forward.push_back(elementwise("residual", x, 3 * T * h));
+
+  experts.backward.push_back(elementwise("residual.backward", x, 3 * T * h));
+  experts.backward.push_back(elementwise("experts.unpermute.backward", x, T * h + T * k * h));
+  all_to_all(experts.backward, "experts.combine.backward");
+  experts.backward.push_back(
+      waiting_for_call(grouped_gemm("experts.down.dgrad", x, local_experts, m, f, h), after_exchange));
+  experts.backward.push_back(weight_half(grouped_gemm("experts.down.wgrad", x, local_experts, f, h, m)));
+  experts.backward.push_back(elementwise("experts." + activation + ".backward", x, activation_backward * T * k * f));
+  experts.backward.push_back(grouped_gemm("experts." + first + ".dgrad", x, local_experts, m, h, first_out));
+  all_to_all(experts.backward, "experts.dispatch.backward");
+  // The weight gradient runs while the input gradients travel back.
+  experts.backward.push_back(weight_half(grouped_gemm("experts." + first + ".wgrad", x, local_experts, h, first_out, m)));
+  experts.backward.push_back(
+      waiting_for_call(elementwise("experts.permute.backward", x, T * k * h + T * h), after_exchange));
+}
+
 // One GPU's part of each module under tensor parallelism over t GPUs: norms
 // and learned positions whole, every other tensor 1/t (the few biases of
 // row-parallel linears, which Megatron keeps whole, counted split too).
@@ -100,11 +192,13 @@ void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameter
 }  // namespace
 
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel) {
-  if (model.has_moe || model.has_mla) {
-    throw InputError(model.name + ": MoE and MLA layers are parsed but not yet compiled into a training step");
-  }
+                                            const ModelParallelism& parallel, int expert_parallel) {
+  if (model.has_mla) throw InputError(model.name + ": MLA layers are parsed but not yet compiled into a training step");
   const int t = parallel.tensor;
+  if (model.has_moe && t > 1) {
+    throw InputError(model.name + ": MoE layers are compiled without tensor parallelism for now (tensor " +
+                     std::to_string(t) + ")");
+  }
   for (const auto& [what, count] : {std::pair{"heads", std::int64_t{model.heads}},
                                     std::pair{"kv_heads", std::int64_t{model.kv_heads}},
                                     std::pair{"ffn_hidden", model.ffn_hidden}}) {
@@ -138,11 +232,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   const auto call = [&](const std::string& name, CollectiveOp op, double bytes) {
     KernelSpec spec;
     spec.name = name;
-    spec.call = TensorParallelCall{op, bytes};
-    return spec;
-  };
-  const auto waiting = [](KernelSpec spec, int k) {
-    spec.waits_for_call = k;
+    spec.call = ModelParallelCall{CallGroup::tensor_parallel, op, bytes};
     return spec;
   };
   // Before a column-parallel GEMM: its input gathered along the sequence.
@@ -156,10 +246,6 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     list.push_back(sp ? call(name + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes)
                       : call(name + ".all_reduce", CollectiveOp::all_reduce, activation_bytes));
   };
-  const auto weight_half = [](KernelSpec spec) {
-    spec.weight_gradient = true;
-    return spec;
-  };
   const int after_gather = tensor_parallel && sp ? 1 : 0;
   const int after_combine = tensor_parallel ? 1 : 0;
   // Backward of a row-parallel GEMM: its output gradient gathered along the
@@ -167,7 +253,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   // gradients; the input gradient stays split, nothing to combine.
   const auto row_backward = [&](std::vector<KernelSpec>& list, const std::string& name, double in, double out) {
     gather_input(list, name + ".gradient");
-    list.push_back(waiting(gemm(name + ".dgrad", x, T, in, out), after_gather));
+    list.push_back(waiting_for_call(gemm(name + ".dgrad", x, T, in, out), after_gather));
     list.push_back(weight_half(gemm(name + ".wgrad", x, in, out, T)));
   };
   // Backward of a column-parallel GEMM: the input gradient, combined over the
@@ -177,17 +263,34 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     gather_input(list, name + ".input");
     list.push_back(gemm(name + ".dgrad", x, T, in, out));
     combine(list, name + ".dgrad");
-    list.push_back(weight_half(waiting(gemm(name + ".wgrad", x, in, out, T), tensor_parallel && sp ? 2 : 0)));
+    list.push_back(weight_half(waiting_for_call(gemm(name + ".wgrad", x, in, out, T), tensor_parallel && sp ? 2 : 0)));
   };
 
   // Modules in model_modules' order: embedding, per layer attention and MLP, head.
-  std::vector<ModuleParameters> parameters = model_modules(model);
+  std::vector<ModuleParameters> parameters = model_modules(model, expert_parallel);
   if (tensor_parallel) split_parameters(model, t, parameters);
   std::size_t next = 0;
   auto module_work = [&] {
     ModuleWork work;
     static_cast<ModuleParameters&>(work) = parameters[next++];
     return work;
+  };
+
+  const auto dense_mlp = [&](ModuleWork& mlp) {
+    const double first_out = swiglu ? 2 * x.ffn : x.ffn;
+    const std::string first = swiglu ? "gate_up" : "up";
+    mlp.forward.push_back(elementwise("mlp_norm", x, 2 * local_tokens * h));
+    gather_input(mlp.forward, first + ".input");
+    mlp.forward.push_back(waiting_for_call(gemm(first, x, T, first_out, h), after_gather));
+    mlp.forward.push_back(elementwise(swiglu ? "swiglu" : "gelu", x, (swiglu ? 3 : 2) * T * x.ffn));
+    mlp.forward.push_back(gemm("down", x, T, h, x.ffn));
+    combine(mlp.forward, "down");
+    mlp.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
+    mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
+    row_backward(mlp.backward, "down", x.ffn, h);
+    mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T * x.ffn));
+    column_backward(mlp.backward, first, h, first_out);
+    mlp.backward.push_back(waiting_for_call(elementwise("mlp_norm.backward", x, 3 * local_tokens * h), after_combine));
   };
 
   std::vector<ModuleWork> modules;
@@ -197,7 +300,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   embedding.forward.push_back(elementwise("embedding", x, (model.positions == PositionKind::learned ? 5 : 2) * T * h));
   combine(embedding.forward, "embedding");
   gather_input(embedding.backward, "embedding.gradient");
-  embedding.backward.push_back(weight_half(waiting(elementwise("embedding.backward", x, 3 * T * h), after_gather)));
+  embedding.backward.push_back(weight_half(waiting_for_call(elementwise("embedding.backward", x, 3 * T * h), after_gather)));
   modules.push_back(std::move(embedding));
 
   for (int layer = 0; layer < model.layers; ++layer) {
@@ -208,59 +311,57 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     attention_core(x, training.flash_attention, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
     gather_input(attention.forward, "qkv.input");
-    attention.forward.push_back(waiting(gemm("qkv", x, T, x.query + 2 * x.kv, h), after_gather));
+    attention.forward.push_back(waiting_for_call(gemm("qkv", x, T, x.query + 2 * x.kv, h), after_gather));
     attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
     attention.forward.insert(attention.forward.end(), core_forward.begin(), core_forward.end());
     attention.forward.push_back(gemm("out_proj", x, T, h, x.query));
     combine(attention.forward, "out_proj");
-    attention.forward.push_back(waiting(elementwise("residual", x, 3 * local_tokens * h), after_combine));
+    attention.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
     row_backward(attention.backward, "out_proj", x.query, h);
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
     attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
     column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
-    attention.backward.push_back(waiting(elementwise("attention_norm.backward", x, 3 * local_tokens * h),
+    attention.backward.push_back(waiting_for_call(elementwise("attention_norm.backward", x, 3 * local_tokens * h),
                                          after_combine));
 
-    ModuleWork mlp = module_work();
-    const double first_out = swiglu ? 2 * x.ffn : x.ffn;
-    const std::string first = swiglu ? "gate_up" : "up";
-    mlp.forward.push_back(elementwise("mlp_norm", x, 2 * local_tokens * h));
-    gather_input(mlp.forward, first + ".input");
-    mlp.forward.push_back(waiting(gemm(first, x, T, first_out, h), after_gather));
-    mlp.forward.push_back(elementwise(swiglu ? "swiglu" : "gelu", x, (swiglu ? 3 : 2) * T * x.ffn));
-    mlp.forward.push_back(gemm("down", x, T, h, x.ffn));
-    combine(mlp.forward, "down");
-    mlp.forward.push_back(waiting(elementwise("residual", x, 3 * local_tokens * h), after_combine));
-    mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
-    row_backward(mlp.backward, "down", x.ffn, h);
-    mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T * x.ffn));
-    column_backward(mlp.backward, first, h, first_out);
-    mlp.backward.push_back(waiting(elementwise("mlp_norm.backward", x, 3 * local_tokens * h), after_combine));
-
+    // The MLP block: one module, or a MoE layer's two (its routed experts last).
+    std::vector<ModuleWork> feed_forward;
+    if (model.moe_layer(layer)) {
+      feed_forward.push_back(module_work());
+      feed_forward.push_back(module_work());
+      moe_block(model, x, expert_parallel, feed_forward[0], feed_forward[1]);
+    } else {
+      feed_forward.push_back(module_work());
+      dense_mlp(feed_forward[0]);
+    }
     switch (training.recompute) {
       case Recompute::none: attention.activation_bytes = layer_activations; break;
       case Recompute::selective:
         attention.activation_bytes = layer_activations;  // activation_memory.h already drops the scores
         if (!training.flash_attention) attention.recompute = core_forward;
         break;
-      case Recompute::full:
+      case Recompute::full: {
         // Only the layer input is kept; the backward rebuilds the whole layer
-        // (attention then MLP) before the MLP's backward, the first of the layer.
+        // before the backward of its last module, the first of the layer.
         attention.activation_bytes = T * layer_input_bytes_per_token(model, training, parallel);
-        mlp.recompute = attention.forward;
-        mlp.recompute.insert(mlp.recompute.end(), mlp.forward.begin(), mlp.forward.end());
-        mlp.recompute_working_bytes = layer_activations;
+        ModuleWork& first_backward = feed_forward.back();
+        first_backward.recompute = attention.forward;
+        for (const ModuleWork& work : feed_forward) {
+          first_backward.recompute.insert(first_backward.recompute.end(), work.forward.begin(), work.forward.end());
+        }
+        first_backward.recompute_working_bytes = layer_activations;
         break;
+      }
     }
     modules.push_back(std::move(attention));
-    modules.push_back(std::move(mlp));
+    for (ModuleWork& work : feed_forward) modules.push_back(std::move(work));
   }
 
   ModuleWork head = module_work();
   head.forward.push_back(elementwise("final_norm", x, 2 * local_tokens * h));
   gather_input(head.forward, "lm_head.input");
-  head.forward.push_back(waiting(gemm("lm_head", x, T, x.vocab, h), after_gather));
+  head.forward.push_back(waiting_for_call(gemm("lm_head", x, T, x.vocab, h), after_gather));
   // Cross-entropy reads the logits and keeps their fp32 upcast for backward;
   // over a vocabulary split t ways it all-reduces three fp32 values per token.
   KernelSpec loss = elementwise("loss", x, T * x.vocab);
@@ -276,7 +377,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   loss_backward.hbm_bytes = (4 + x.e) * T * x.vocab;
   head.backward.push_back(loss_backward);
   column_backward(head.backward, "lm_head", h, x.vocab);
-  head.backward.push_back(waiting(elementwise("final_norm.backward", x, 3 * local_tokens * h), after_combine));
+  head.backward.push_back(waiting_for_call(elementwise("final_norm.backward", x, 3 * local_tokens * h), after_combine));
   head.activation_bytes = T * head_activation_bytes_per_token(model, training, parallel);
   modules.push_back(std::move(head));
   return modules;
@@ -311,8 +412,18 @@ double model_flops_per_step(const ModelSpec& model, const TrainingConfig& traini
   const double f = static_cast<double>(model.ffn_hidden);
   const double s = static_cast<double>(training.sequence_length);
   const double matrices = model.mlp == MlpKind::swiglu ? 3 : 2;
-  const double per_token_layer = 2 * (h * (q + 2 * kv) + q * h + matrices * h * f) + 4 * s * q;
-  const double per_token = model.layers * per_token_layer + 2 * h * static_cast<double>(model.vocab);
+  const double dense_layer = 2 * (h * (q + 2 * kv) + q * h + matrices * h * f) + 4 * s * q;
+  double moe_layer = 0;
+  int moe_layers = 0;
+  if (model.has_moe) {
+    const MoeSpec& moe = model.moe;
+    const double active_width = moe.experts_per_token * static_cast<double>(moe.expert_ffn_hidden) +
+                                moe.shared_experts * static_cast<double>(moe.shared_expert_ffn_hidden);
+    moe_layer = dense_layer - 2 * matrices * h * f + 2 * h * moe.experts + 2 * matrices * h * active_width;
+    moe_layers = model.layers - moe.first_dense_layers;
+  }
+  const double per_token = (model.layers - moe_layers) * dense_layer + moe_layers * moe_layer +
+                           2 * h * static_cast<double>(model.vocab);
   return 3 * per_token * static_cast<double>(training.global_batch_tokens());
 }
 

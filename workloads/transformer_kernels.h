@@ -19,7 +19,21 @@
 //     Without flash attention the scores are materialised: the same GEMMs
 //     plus a softmax that reads and writes b heads s^2 values.
 //   Element-wise kernels move e bytes per value read or written.
-// MoE and MLA layers are refused for now (their fields are parsed and kept).
+// A MoE layer (DeepSpeed-MoE, Rajbhandari et al. 2022; Megatron-Core's
+// token dispatcher) splits its MLP block in two modules. "mlp": the norm, the
+// router GEMM (T, E, h), softmax and top-k over its logits, and the shared
+// experts as one MLP of their summed width. "experts": the T k routed token
+// copies permuted into expert order, sent to their experts by an all-to-all
+// over the expert-parallel group of ep ranks, the local E / ep experts' GEMMs
+// as one grouped kernel whose shape is one expert's (m = ep T k / E tokens,
+// FLOPs of all local experts), an all-to-all back, and the weighted sum of
+// each token's k outputs. Routing is taken as balanced: every expert gets
+// T k / E tokens of every rank (DeepSpeed's capacity factor 1, or dropless
+// routing with even load). Without expert parallelism (ep = 1) the experts
+// are local and nothing is sent. Backward mirrors it: two all-to-alls of
+// gradients, the second overlapping the experts' weight gradients. MoE layers
+// under tensor parallelism, and MLA layers, are refused for now (their fields
+// are parsed and kept).
 //
 // Tensor parallelism over t GPUs (Megatron-LM, Shoeybi et al. 2019;
 // TECHNIQUES.md section 5) gives each GPU 1/t of the heads, of the MLP width
@@ -31,7 +45,8 @@
 // residuals on 1/t of the tokens, and the input gathered again for the
 // weight gradient; Korthikanti et al. 2022); the cross-entropy all-reduces
 // three fp32 values per token (logit max, target logit, sum of exponentials).
-// These calls sit in the kernel lists as entries of their own.
+// These calls, and the MoE all-to-alls, sit in the kernel lists as entries of
+// their own.
 #pragma once
 
 #include "workloads/model.h"
@@ -39,14 +54,18 @@
 #include "workloads/program.h"
 #include "workloads/training.h"
 
+#include <cstdint>
 #include <optional>
-
 #include <string>
 #include <vector>
 
 namespace shardsim::workloads {
 
-struct TensorParallelCall {
+// The model-parallel group a call in a kernel list runs over.
+enum class CallGroup : std::uint8_t { tensor_parallel, expert_parallel };
+
+struct ModelParallelCall {
+  CallGroup group = CallGroup::tensor_parallel;
   CollectiveOp op = CollectiveOp::all_reduce;
   double bytes = 0;
 };
@@ -58,9 +77,9 @@ struct KernelSpec {
   double flops = 0;
   double hbm_bytes = 0;
   GemmShape gemm;
-  // Set: not a kernel but a call over the tensor-parallel group, issued once
+  // Set: not a kernel but a call over a model-parallel group, issued once
   // the kernel listed before it has ended.
-  std::optional<TensorParallelCall> call;
+  std::optional<ModelParallelCall> call;
   // k > 0: this kernel also waits for the k-th latest call listed before it
   // in its list. Calls nothing in the list waits for are waited for by the
   // next module's first kernel.
@@ -86,12 +105,15 @@ struct ModuleWork : ModuleParameters {
 };
 
 // Per GPU of a tensor-parallel group of parallel.tensor GPUs (1: the whole
-// model); `parameters` of each module is then the GPU's part (norms and
-// learned positions whole, every other tensor 1/t). Throws InputError
-// (naming the model) for MoE or MLA models, or for heads, key/value heads or
-// the MLP width that t does not divide.
+// model) and of an expert-parallel group of `expert_parallel` GPUs (which must
+// divide the routed experts; resolve_expert_factors in plan.h checks plans);
+// `parameters` of each module is then the GPU's part (norms and learned
+// positions whole, every other tensor 1/t; routed experts E / ep of them).
+// Throws InputError (naming the model) for MLA models, MoE models under
+// tensor parallelism, or heads, key/value heads or the MLP width that t does
+// not divide.
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel = {});
+                                            const ModelParallelism& parallel = {}, int expert_parallel = 1);
 
 // The compute op that runs `spec` (not a call) on `stream`.
 Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps);
@@ -105,7 +127,9 @@ KernelSpec adam_step(double parameters);
 // Model FLOPs of one step, Megatron-LM's count (Narayanan et al. 2021,
 // appendix): forward + backward = 3 x forward GEMMs, attention not halved for
 // the causal mask, no recompute. For a GPT block it is
-// 72 B s L h^2 (1 + s / (6 h) + V / (12 h L)) with B sequences per step.
+// 72 B s L h^2 (1 + s / (6 h) + V / (12 h L)) with B sequences per step. A
+// MoE layer counts what each token runs: the router, its k routed experts and
+// the shared experts.
 double model_flops_per_step(const ModelSpec& model, const TrainingConfig& training);
 
 }  // namespace shardsim::workloads

@@ -29,6 +29,13 @@ void add_job_options(CLI::App& command, JobOptions& options) {
   command.add_option("--scale", options.scale,
                      "Shrink the model and batch, the plan unchanged: layers=2,hidden=512,seq=256,micro_batches=2 "
                      "(also ffn, vocab)");
+  command.add_option("--expert-parallel", options.expert_parallel,
+                     "MoE models: GPUs each layer's routed experts are split over (default: the plan's, else 1)")
+      ->check(CLI::Range(1, 1 << 16));
+  command.add_option("--expert-layout", options.expert_layout,
+                     "MoE models: E+D (expert-parallel groups on consecutive GPUs) or D+E (each expert's replicas "
+                     "on consecutive GPUs); default: the plan's, else E+D")
+      ->check(CLI::IsMember({"plan", "E+D", "D+E"}));
 }
 
 void add_plan_variant_options(CLI::App& command, JobOptions& options) {
@@ -75,6 +82,13 @@ JobInputs load_job_inputs(const JobOptions& options) {
     step.plan = deepspeed.plan;
     step.training = apply_deepspeed_batch(step.training, deepspeed, step.data_parallel);
     step.plan_file = step.training_file = options.deepspeed;
+  }
+  if (options.expert_parallel > 0) step.plan.experts.parallel = options.expert_parallel;
+  if (options.expert_layout != "plan") step.plan.experts.layout = topology::parse_moe_layout(options.expert_layout);
+  if (step.plan.experts.parallel > 1 && (step.plan.system == ShardingSystem::megatron ||
+                                         step.plan.system == ShardingSystem::zero_pipeline)) {
+    throw std::invalid_argument("--expert-parallel: expert parallelism is compiled for the data-parallel systems "
+                                "(zero, fsdp, mics, zeropp, amsp), not with plan " + step.plan.name);
   }
   apply_overlap_level(step.plan, options.overlap);
   if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";

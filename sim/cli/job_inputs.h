@@ -28,6 +28,8 @@ struct JobOptions {
   std::string megatron;   // Megatron-LM arguments: replace the plan and the training config's fields they give
   int gpus = 0;           // 0: the whole cluster
   std::string scale;      // workloads::JobScale, empty: the job as given
+  int expert_parallel = 0;            // 0: as the plan says
+  std::string expert_layout = "plan";  // or E+D / D+E
   std::string overlap = "plan";    // or an overlap level (workloads::kOverlapLevels)
   std::string behaviour = "plan";  // or as_implemented / ideal
 };

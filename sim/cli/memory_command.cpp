@@ -75,6 +75,14 @@ int run_memory(const MemoryOptions& options) {
   }
   std::printf("# plan %s (%s): f_P %d, f_G %d, f_OS %d\n", plan.name.c_str(), to_string(plan.system).c_str(),
               factors.parameters, factors.gradients, factors.optimizer);
+  if (plan.experts.parallel > 1) {
+    const ExpertShardingFactors experts = resolve_expert_factors(plan, model.has_moe ? model.moe.experts : 0, factors,
+                                                                 inputs.step.data_parallel, inputs.step.plan_file);
+    const ShardingFactors& f = experts.factors;
+    std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those\n",
+                std::string(topology::to_string(plan.experts.layout)).c_str(), plan.experts.parallel,
+                experts.data_parallel, f.parameters, f.gradients, f.optimizer);
+  }
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step; recompute %s, flash attention %s\n",
               static_cast<long long>(training.sequence_length), static_cast<long long>(training.micro_batch_size),
               static_cast<long long>(accumulation), to_string(training.recompute).c_str(),

@@ -49,6 +49,13 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               d.at("factors").at("gradients").get<int>(), d.at("factors").at("optimizer").get<int>(),
               on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
   }
+  if (d.contains("experts")) {
+    const nlohmann::json& x = d.at("experts");
+    const nlohmann::json& f = x.at("factors");
+    std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those\n",
+                x.at("layout").get<std::string>().c_str(), x.at("parallel").get<int>(), x.at("data_parallel").get<int>(),
+                f.at("parameters").get<int>(), f.at("gradients").get<int>(), f.at("optimizer").get<int>());
+  }
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
               d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),
