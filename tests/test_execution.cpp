@@ -91,6 +91,17 @@ TEST_CASE("scaling a job shrinks the model and the batch and leaves the plan alo
     REQUIRE(gqa.heads == 16);
     REQUIRE(gqa.kv_heads == 2);
   }
+  SECTION("a MoE model keeps its experts and routing, their widths shrunk with the MLP's") {
+    ModelSpec moe = load_model("mixtral-8x7b");
+    moe.moe.first_dense_layers = 3;
+    TrainingConfig training = load_training_config("seq4096-mbs1-4m-tokens");
+    apply_job_scale(parse_job_scale("layers=2,hidden=256"), 8, moe, training);
+    REQUIRE(moe.moe.experts == 8);
+    REQUIRE(moe.moe.experts_per_token == 2);
+    REQUIRE(moe.moe.expert_ffn_hidden == 896);  // 14336 x 256 / 4096
+    REQUIRE(moe.moe.first_dense_layers == 1);   // one dense layer, one MoE layer
+    REQUIRE(moe.moe_layer(1));
+  }
   SECTION("bad keys and values are refused with the option named") {
     for (const std::string bad : {"layers=0", "layers=two", "depth=2", "hidden", ""}) {
       INFO(bad);

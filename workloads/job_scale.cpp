@@ -84,6 +84,16 @@ void apply_job_scale(const JobScale& scale, int data_parallel, ModelSpec& model,
     }
   }
   if (scale.ffn_hidden) model.ffn_hidden = *scale.ffn_hidden;
+  if (model.has_moe) {
+    // Experts shrink with the MLP; at least one MoE layer survives fewer layers.
+    const double ratio = static_cast<double>(model.ffn_hidden) / static_cast<double>(original.ffn_hidden);
+    const auto shrink = [ratio](std::int64_t width) {
+      return width == 0 ? 0 : std::max<std::int64_t>(1, std::llround(static_cast<double>(width) * ratio));
+    };
+    model.moe.expert_ffn_hidden = shrink(original.moe.expert_ffn_hidden);
+    model.moe.shared_expert_ffn_hidden = shrink(original.moe.shared_expert_ffn_hidden);
+    model.moe.first_dense_layers = std::min(original.moe.first_dense_layers, model.layers - 1);
+  }
   if (scale.vocab) model.vocab = *scale.vocab;
   if (scale.sequence_length) {
     training.sequence_length = *scale.sequence_length;

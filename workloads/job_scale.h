@@ -11,6 +11,9 @@
 // model's ffn_hidden times hidden'/hidden); vocab; seq (the sequence length);
 // micro_batches (gradient accumulation steps: the global batch becomes
 // micro_batches x micro-batch x data-parallel size; default: unchanged).
+// A MoE model keeps its experts and routing; their widths shrink as the MLP
+// width does, and the leading dense layers are cut so that at least one MoE
+// layer remains.
 #pragma once
 
 #include "workloads/model.h"

@@ -144,30 +144,30 @@ void moe_block(const ModelSpec& model, const Shapes& x, int expert_parallel, Mod
     list.push_back(spec);
   };
   const int after_exchange = exchange ? 1 : 0;
-  experts.forward.push_back(elementwise("experts.permute", x, T * h + T * k * h));
-  all_to_all(experts.forward, "experts.dispatch");
+  experts.forward.push_back(elementwise("permute", x, T * h + T * k * h));
+  all_to_all(experts.forward, "dispatch");
   experts.forward.push_back(
-      waiting_for_call(grouped_gemm("experts." + first, x, local_experts, m, first_out, h), after_exchange));
-  experts.forward.push_back(elementwise("experts." + activation, x, activation_reads * T * k * f));
-  experts.forward.push_back(grouped_gemm("experts.down", x, local_experts, m, h, f));
-  all_to_all(experts.forward, "experts.combine");
+      waiting_for_call(grouped_gemm(first, x, local_experts, m, first_out, h), after_exchange));
+  experts.forward.push_back(elementwise(activation, x, activation_reads * T * k * f));
+  experts.forward.push_back(grouped_gemm("down", x, local_experts, m, h, f));
+  all_to_all(experts.forward, "combine");
   // Each token's k outputs weighted and summed, then the residual.
-  experts.forward.push_back(waiting_for_call(elementwise("experts.unpermute", x, T * k * h + T * h), after_exchange));
+  experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, T * k * h + T * h), after_exchange));
   experts.forward.push_back(elementwise("residual", x, 3 * T * h));
 
   experts.backward.push_back(elementwise("residual.backward", x, 3 * T * h));
-  experts.backward.push_back(elementwise("experts.unpermute.backward", x, T * h + T * k * h));
-  all_to_all(experts.backward, "experts.combine.backward");
+  experts.backward.push_back(elementwise("unpermute.backward", x, T * h + T * k * h));
+  all_to_all(experts.backward, "combine.backward");
   experts.backward.push_back(
-      waiting_for_call(grouped_gemm("experts.down.dgrad", x, local_experts, m, f, h), after_exchange));
-  experts.backward.push_back(weight_half(grouped_gemm("experts.down.wgrad", x, local_experts, f, h, m)));
-  experts.backward.push_back(elementwise("experts." + activation + ".backward", x, activation_backward * T * k * f));
-  experts.backward.push_back(grouped_gemm("experts." + first + ".dgrad", x, local_experts, m, h, first_out));
-  all_to_all(experts.backward, "experts.dispatch.backward");
+      waiting_for_call(grouped_gemm("down.dgrad", x, local_experts, m, f, h), after_exchange));
+  experts.backward.push_back(weight_half(grouped_gemm("down.wgrad", x, local_experts, f, h, m)));
+  experts.backward.push_back(elementwise(activation + ".backward", x, activation_backward * T * k * f));
+  experts.backward.push_back(grouped_gemm(first + ".dgrad", x, local_experts, m, h, first_out));
+  all_to_all(experts.backward, "dispatch.backward");
   // The weight gradient runs while the input gradients travel back.
-  experts.backward.push_back(weight_half(grouped_gemm("experts." + first + ".wgrad", x, local_experts, h, first_out, m)));
+  experts.backward.push_back(weight_half(grouped_gemm(first + ".wgrad", x, local_experts, h, first_out, m)));
   experts.backward.push_back(
-      waiting_for_call(elementwise("experts.permute.backward", x, T * k * h + T * h), after_exchange));
+      waiting_for_call(elementwise("permute.backward", x, T * k * h + T * h), after_exchange));
 }
 
 // One GPU's part of each module under tensor parallelism over t GPUs: norms
