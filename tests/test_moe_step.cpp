@@ -224,6 +224,15 @@ TEST_CASE("MoE steps run every op once, after its dependencies, under every data
       test::require_consistent_step(program, test::pipeline_world());
     }
   }
+  // Pipelines without tensor parallelism take MoE layers with their experts local.
+  for (const auto& [plan, layers] : {std::pair{"megatron-tp4-pp4", 4}, std::pair{"zero-pipeline-pp4", 8}}) {
+    INFO(plan);
+    StepConfig pipeline = moe_step(plan, 4, 1, MoeLayout::expert_data, 8);
+    pipeline.plan.model_parallel.tensor = 1;
+    pipeline.model.layers = layers;
+    if (pipeline.plan.system == ShardingSystem::zero_pipeline) pipeline.plan.factors = {4, 4, 4};  // over 4 GPUs a stage
+    test::require_consistent_step(compile_step(pipeline), test::pipeline_world());
+  }
   StepConfig recompute = moe_step("zero3", 16, 8, MoeLayout::data_expert);
   recompute.training.recompute = Recompute::full;
   const Program program = compile_step(recompute);
