@@ -18,6 +18,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <string>
+#include <utility>
 
 using namespace shardsim;
 
@@ -258,6 +261,44 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
     CHECK(c.factors.gradients % c.factors.parameters == 0);
     CHECK(c.factors.optimizer % c.factors.gradients == 0);
   }
+}
+
+TEST_CASE("a MoE model's data-parallel plans are tried under each expert parallelism, in both layouts", "[search]") {
+  TinySearch tiny;
+  tiny.request.space.amsp = false;
+  tiny.request.space.micro_batch_sizes = {1};
+  tiny.request.space.recompute = {workloads::Recompute::none};
+  tiny.request.space.bucket_bytes = {1e9};
+  const auto count = [&](const workloads::ModelSpec& model) {
+    std::map<std::pair<int, std::string>, int> seen;  // (expert parallelism, layout) -> data-parallel candidates
+    int pipelines = 0;
+    for (const auto& c : sim::enumerate_candidates(tiny.request.space, model, tiny.request.training, *tiny.cluster, 16)) {
+      if (c.plan.model_parallel.any()) {
+        // Pipelines keep their experts local; MoE layers take no tensor parallelism yet.
+        CHECK(c.plan.experts.parallel == 1);
+        if (model.has_moe) CHECK(c.plan.model_parallel.tensor == 1);
+        pipelines += c.plan.model_parallel.tensor == 1;
+        continue;
+      }
+      ++seen[{c.plan.experts.parallel, std::string(topology::to_string(c.plan.experts.layout))}];
+    }
+    return std::pair{seen, pipelines};
+  };
+  const auto [dense, dense_pipelines] = count(tiny.request.model);
+  REQUIRE(dense.size() == 1);
+  workloads::ModelSpec moe = tiny.request.model;
+  moe.has_moe = true;
+  moe.moe = {8, 2, 1024, 0, 0, 0};
+  const auto [by_experts, moe_pipelines] = count(moe);
+  const int systems = dense.begin()->second;
+  // By default 1 and the node's 8 GPUs, the latter in E+D and in D+E.
+  REQUIRE(by_experts == std::map<std::pair<int, std::string>, int>{
+                            {{1, "E+D"}, systems}, {{8, "E+D"}, systems}, {{8, "D+E"}, systems}});
+  REQUIRE(moe_pipelines == dense_pipelines);  // the TP-free ones
+  REQUIRE(moe_pipelines > 0);
+  tiny.request.space.expert_parallel = {2, 16};  // 16 does not divide 8 experts
+  const auto [chosen, chosen_pipelines] = count(moe);
+  REQUIRE(chosen == std::map<std::pair<int, std::string>, int>{{{2, "E+D"}, systems}, {{2, "D+E"}, systems}});
 }
 
 TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allow", "[search]") {

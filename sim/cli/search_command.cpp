@@ -44,6 +44,7 @@ struct SearchOptions {
   std::string recompute = "none,selective,full";
   std::string buckets = "2.5e8,1e9";
   std::string placements = "consecutive,leaf-aware";
+  std::string expert_parallel;  // empty: the space's default
   bool show_rejected = false;
   std::string csv;
   std::string h5;
@@ -110,6 +111,20 @@ sim::SearchSpace parse_space(const SearchOptions& options) {
   space.placements.clear();
   for (const auto& item : split_list("--placements", options.placements)) {
     space.placements.push_back(topology::parse_placement_policy(item));
+  }
+  if (!options.expert_parallel.empty()) {
+    for (const auto& item : split_list("--expert-parallel", options.expert_parallel)) {
+      std::size_t used = 0;
+      int size = 0;
+      try {
+        size = std::stoi(item, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != item.size() || size < 1) {
+        throw std::invalid_argument("--expert-parallel: '" + item + "' is not a positive whole number");
+      }
+      space.expert_parallel.push_back(size);
+    }
   }
   return space;
 }
@@ -280,6 +295,9 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--placements", options->placements, "Placements to try: consecutive, leaf-aware, scattered")
       ->capture_default_str();
   command->add_flag("--show-rejected", options->show_rejected, "List every rejected candidate with the reason");
+  command->add_option("--expert-parallel", options->expert_parallel,
+                     "MoE models: expert-parallel sizes to try, each above 1 in both layouts (E+D, D+E); "
+                     "default: 1 and the node's GPUs");
   command->add_option("--csv", options->csv, "Write every candidate, estimated and simulated numbers, as CSV");
   command->add_option("--h5", options->h5, "Write every candidate as an HDF5 table (/candidates)");
   command->add_flag("--json", options->json, "Print the ranked table and Pareto front as JSON");

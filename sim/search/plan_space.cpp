@@ -3,6 +3,7 @@
 #include "topology/json_input.h"
 #include "workloads/model_parallel_step.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -178,6 +179,33 @@ std::string bytes_label(double bytes) {
   return text;
 }
 
+// Each data-parallel system under each expert parallelism the space and the
+// model allow (plan_space.h).
+std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const SearchSpace& space,
+                                          const workloads::ModelSpec& model, int gpus, int gpus_per_node) {
+  if (!model.has_moe) return systems;
+  const int experts = model.moe.experts;
+  std::vector<int> sizes = space.expert_parallel;
+  if (sizes.empty()) sizes = {1, std::min(experts, gpus_per_node)};
+  std::vector<Plan> plans;
+  for (const Plan& system : systems) {
+    for (int ep : sizes) {
+      if (ep == 1) {
+        plans.push_back(system);
+        continue;
+      }
+      if (experts % ep != 0 || gpus % ep != 0) continue;
+      for (const auto layout : {topology::MoeLayout::expert_data, topology::MoeLayout::data_expert}) {
+        Plan plan = system;
+        plan.experts = {ep, layout};
+        plan.name += "+ep" + std::to_string(ep) + ":" + std::string(topology::to_string(layout));
+        plans.push_back(std::move(plan));
+      }
+    }
+  }
+  return plans;
+}
+
 }  // namespace
 
 std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const workloads::ModelSpec& model,
@@ -207,7 +235,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
     return placed;
   };
 
-  std::vector<Plan> plans = systems(space, gpus, per_node);
+  std::vector<Plan> plans = with_expert_parallelism(systems(space, gpus, per_node), space, model, gpus, per_node);
   if (space.megatron) {
     for (Plan& plan : megatron_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
   }

@@ -30,6 +30,12 @@
 // stage, and the optimizer states sharded like the parameters or over the
 // whole stage ("ZeRO-3 + PP + ZeRO-1"). A pipeline candidate is kept only
 // where the model and the batch split the way its compiler requires.
+//
+// For a MoE model the data-parallel systems are also crossed with expert
+// parallelism (TECHNIQUES.md section 6): each size of `expert_parallel` that
+// divides the experts and the GPUs, above 1 in both layouts, E+D and D+E
+// (the plan's name gains "+ep8:E+D"); by default 1 and the node's GPUs (or
+// the experts, when fewer). The pipelines keep their experts local.
 #pragma once
 
 #include "topology/cluster.h"
@@ -58,6 +64,7 @@ struct SearchSpace {
                                                  workloads::Recompute::full};
   std::vector<topology::PlacementPolicy> placements = {topology::PlacementPolicy::consecutive,
                                                        topology::PlacementPolicy::leaf_aware};
+  std::vector<int> expert_parallel;  // empty: 1 and min(experts, GPUs per node)
 };
 
 struct Candidate {

@@ -23,18 +23,20 @@ std::string bucket_label(double bytes) {
   return bytes >= 1e9 ? format("%gG", bytes / 1e9) : format("%gM", bytes / 1e6);
 }
 
-void print_row(std::ostream& out, std::size_t rank, const Candidate& c, const CandidateResult& r) {
+// `plan_width`: the plan column, 20 characters or the longest name printed.
+void print_row(std::ostream& out, int plan_width, std::size_t rank, const Candidate& c, const CandidateResult& r) {
   const SimulatedStep& s = *r.simulation;
-  out << format("%4zu  %-20s %4d %4d %4d %3lld  %-9s %6s  %-11s %9.4f %7.2f %7.0f %9.2f %9.4f %9.1f %9.4f\n", rank,
-                c.plan.name.c_str(), c.factors.parameters, c.factors.gradients, c.factors.optimizer,
+  out << format("%4zu  %-*s %4d %4d %4d %3lld  %-9s %6s  %-11s %9.4f %7.2f %7.0f %9.2f %9.4f %9.1f %9.4f\n", rank,
+                plan_width, c.plan.name.c_str(), c.factors.parameters, c.factors.gradients, c.factors.optimizer,
                 static_cast<long long>(c.training.micro_batch_size), workloads::to_string(c.training.recompute).c_str(),
                 bucket_label(c.plan.buckets.reduce_bytes).c_str(), std::string(topology::to_string(c.placement->policy)).c_str(),
                 s.step_seconds, 100 * s.mfu, s.tokens_per_gpu_per_second, s.peak_memory_bytes / kGiB,
                 s.exposed_communication_seconds, s.spine_bytes / 1e9, r.estimate->step_seconds);
 }
 
-void print_header(std::ostream& out) {
-  out << format("%4s  %-20s %4s %4s %4s %3s  %-9s %6s  %-11s %9s %7s %7s %9s %9s %9s %9s\n", "rank", "plan", "f_P", "f_G",
+void print_header(std::ostream& out, int plan_width) {
+  out << format("%4s  %-*s %4s %4s %4s %3s  %-9s %6s  %-11s %9s %7s %7s %9s %9s %9s %9s\n", "rank", plan_width, "plan",
+                "f_P", "f_G",
                 "f_OS", "mbs", "recompute", "bucket", "placement", "step (s)", "MFU %", "TGS", "peak GiB", "exposed",
                 "spine GB", "est. (s)");
 }
@@ -52,16 +54,22 @@ void print_search_table(std::ostream& out, const SearchHeading& heading, const S
                 result.candidates.size(), over_limit, result.estimated, result.simulated, result.ranked.size());
   out << "# exposed: rank 0's communication not hidden behind compute (s); spine: bytes crossing leaf-to-spine "
          "links; est.: the analytical estimate the plan was picked by\n";
-  print_header(out);
-  for (std::size_t k = 0; k < std::min(top, result.ranked.size()); ++k) {
+  const std::size_t shown = std::min(top, result.ranked.size());
+  int width = 20;
+  for (std::size_t k = 0; k < shown; ++k) {
+    width = std::max(width, static_cast<int>(result.candidates[result.ranked[k]].plan.name.size()));
+  }
+  for (std::size_t i : result.pareto) width = std::max(width, static_cast<int>(result.candidates[i].plan.name.size()));
+  print_header(out, width);
+  for (std::size_t k = 0; k < shown; ++k) {
     const std::size_t i = result.ranked[k];
-    print_row(out, k + 1, result.candidates[i], result.results[i]);
+    print_row(out, width, k + 1, result.candidates[i], result.results[i]);
   }
   out << "# Pareto front of peak memory against step time (simulated plans; rank as above)\n";
-  print_header(out);
+  print_header(out, width);
   for (std::size_t i : result.pareto) {
     const auto rank = static_cast<std::size_t>(std::find(result.ranked.begin(), result.ranked.end(), i) - result.ranked.begin()) + 1;
-    print_row(out, rank, result.candidates[i], result.results[i]);
+    print_row(out, width, rank, result.candidates[i], result.results[i]);
   }
 }
 
