@@ -105,9 +105,10 @@ TEST_CASE("expert parallelism moves the experts' tokens between GPUs, not the wo
   training.micro_batch_size = 2;
   training.global_batch_sequences = 2;
   const double T = 1024, h = 512, f = 704, k = 2, E = 8, e = 2;
-  for (const int ep : {1, 2, 4, 8}) {
-    INFO("expert parallelism " << ep);
-    const std::vector<ModuleWork> modules = transformer_modules(model, training, {}, ep);
+  for (const auto& [ep, c] : {std::pair{1, 1.0}, std::pair{2, 1.0}, std::pair{4, 1.0}, std::pair{8, 1.0},
+                              std::pair{8, 1.25}}) {
+    INFO("expert parallelism " << ep << ", capacity factor " << c);
+    const std::vector<ModuleWork> modules = transformer_modules(model, training, {}, {ep, {}, c});
     // embedding, then (attention, mlp, experts) per layer, then the head
     REQUIRE(modules.size() == 1 + 3 * 2 + 1);
     const ModuleWork& experts = modules[3];
@@ -125,18 +126,19 @@ TEST_CASE("expert parallelism moves the experts' tokens between GPUs, not the wo
           ++calls;
           REQUIRE(spec.call->group == CallGroup::expert_parallel);
           REQUIRE(spec.call->op == CollectiveOp::all_to_all);
-          REQUIRE(spec.call->bytes == e * T * k * h);  // every routed token copy, each way
+          REQUIRE(spec.call->bytes == e * c * T * k * h);  // every routed token copy (padded), each way
           continue;
         }
         if (spec.kernel != KernelClass::gemm) continue;
         (list == &experts.forward ? forward_flops : backward_flops) += spec.flops;
         // One expert's GEMM: the tokens of every expert-parallel rank routed to it.
-        const std::int64_t m = static_cast<std::int64_t>(ep * T * k / E);
+        const std::int64_t m = static_cast<std::int64_t>(ep * c * T * k / E);
         REQUIRE((spec.gemm.m == m || spec.gemm.n == m || spec.gemm.k == m));
       }
     }
-    // T k token copies through gate/up (2f wide) and down, on whichever GPUs hold their experts.
-    REQUIRE(forward_flops == 2 * T * k * 3 * h * f);
+    // T k token copies (padded to capacity) through gate/up (2f wide) and
+    // down, on whichever GPUs hold their experts.
+    REQUIRE(forward_flops == Approx(2 * c * T * k * 3 * h * f));
     REQUIRE(backward_flops == 2 * forward_flops);
     REQUIRE(calls == (ep > 1 ? 4 : 0));
   }
@@ -147,7 +149,7 @@ TEST_CASE("shared experts run as one MLP of their summed width beside the router
   training.sequence_length = 512;
   training.micro_batch_size = 1;
   training.global_batch_sequences = 1;
-  const std::vector<ModuleWork> modules = transformer_modules(tiny_moe_model(2), training, {}, 4);
+  const std::vector<ModuleWork> modules = transformer_modules(tiny_moe_model(2), training, {}, {4});
   const ModuleWork& mlp = modules[2];
   const double T = 512, h = 512, width = 2 * 512;
   REQUIRE(mlp.parameters == h + h * 8 + 2 * 3 * h * 512);
@@ -283,6 +285,13 @@ TEST_CASE("expert parallelism that does not fit the model, the GPUs or the syste
   nlohmann::json zero3 = load_json_file(resolve_preset("zero3", "workloads/plans", "plan"));
   zero3["experts"] = {{"parallel", 8}, {"layout", "E-D"}};
   REQUIRE_THROWS_WITH(parse_plan(zero3, "z.json"), Catch::Contains("z.json: experts.layout"));
+  zero3["experts"] = {{"parallel", 8}, {"capacity_factor", 0}};
+  REQUIRE_THROWS_WITH(parse_plan(zero3, "z.json"), Catch::Contains("z.json: experts.capacity_factor"));
+  zero3["experts"] = {{"parallel", 8}, {"layout", "D+E"}, {"capacity_factor", 1.25}};
+  const Plan parsed = parse_plan(zero3, "z.json");
+  REQUIRE(parsed.experts.parallel == 8);
+  REQUIRE(parsed.experts.layout == topology::MoeLayout::data_expert);
+  REQUIRE(parsed.experts.capacity_factor == 1.25);
 
   StepConfig tensor = moe_step("megatron-tp4-pp4", 1, 1, topology::MoeLayout::expert_data);
   tensor.model.layers = 4;  // one per pipeline stage

@@ -278,7 +278,7 @@ ModelParallelPartition partition_model(const StepConfig& config) {
                           std::to_string(partition.micro_batches) + ") to be a multiple of the " +
                           std::to_string(mp.pipeline) + " pipeline stages");
   }
-  partition.modules = transformer_modules(model, config.training, mp);
+  partition.modules = transformer_modules(model, config.training, mp, config.plan.experts);
   // Megatron-LM keeps bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32
   // is forced on for bf16); fp16 gradients stay fp16. ZeRO keeps them in the
   // training dtype.

@@ -127,6 +127,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     if (parallel > (1 << 16)) experts.fail("parallel", "must be at most 65536, got " + std::to_string(parallel));
     plan.experts.parallel = static_cast<int>(parallel);
     if (experts.has("layout")) plan.experts.layout = topology::parse_moe_layout(experts.choice("layout", {"E+D", "D+E"}));
+    if (experts.has("capacity_factor")) plan.experts.capacity_factor = experts.positive_number("capacity_factor");
     experts.finish();
     if (plan.experts.parallel > 1 && (plan.system == ShardingSystem::megatron || zero_pipeline)) {
       reader.fail("experts.parallel", "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, "

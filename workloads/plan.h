@@ -58,7 +58,7 @@
 // An optional "experts" block gives a MoE model's expert parallelism under
 // the data-parallel systems (DeepSpeed-MoE's ep_size; TECHNIQUES.md section 6):
 //
-//   "experts": {"parallel": 8, "layout": "E+D"}
+//   "experts": {"parallel": 8, "layout": "E+D", "capacity_factor": 1.0}
 //
 // parallel: ranks each MoE layer's routed experts are split over (each holds
 // experts / parallel of them; tokens reach them through an all-to-all over
@@ -67,7 +67,12 @@
 // holding the same experts, with each factor f taken as gcd(f, that size)
 // ("all" becomes the whole group). layout: where the two groups fall
 // (topology/placement.h): "E+D" puts an expert-parallel group on consecutive
-// ranks, "D+E" an expert-data-parallel group.
+// ranks, "D+E" an expert-data-parallel group. capacity_factor (optional, 1):
+// each expert takes c T k / E of each rank's T tokens, its k choices each,
+// padded or cut to that (DeepSpeed-MoE's capacity_factor; routing is taken as
+// balanced, so 1 neither pads nor drops); dispatch and combine move that many
+// token copies. Any system may give it; only the data-parallel ones take
+// parallel > 1.
 #pragma once
 
 #include "topology/placement.h"
@@ -129,6 +134,7 @@ struct ModelParallelism {
 struct ExpertParallelism {
   int parallel = 1;
   topology::MoeLayout layout = topology::MoeLayout::expert_data;
+  double capacity_factor = 1.0;
 };
 
 struct Plan {

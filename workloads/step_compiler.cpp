@@ -432,7 +432,7 @@ void StepBuilder::build() {
   make_communicators(dense_, "");
   make_expert_groups();
   accumulation_ = gradient_accumulation_steps(c.training, c.data_parallel, c.training_file);
-  modules_ = transformer_modules(c.model, c.training, {}, c.plan.experts.parallel);
+  modules_ = transformer_modules(c.model, c.training, {}, c.plan.experts);
   for (std::size_t module = 0; module < modules_.size(); ++module) {
     StateGroup& states = &states_of(module) == &dense_ ? dense_ : experts_;
     module_offset_.push_back(states.parameters);
@@ -521,6 +521,7 @@ Program compile_step(const StepConfig& config) {
         {"parallel", config.plan.experts.parallel},
         {"layout", topology::to_string(config.plan.experts.layout)},
         {"data_parallel", builder.expert_factors().data_parallel},
+        {"capacity_factor", config.plan.experts.capacity_factor},
         {"factors", {{"parameters", f.parameters}, {"gradients", f.gradients}, {"optimizer", f.optimizer}}}};
   }
   return program;

@@ -100,7 +100,8 @@ KernelSpec grouped_gemm(const std::string& name, const Shapes& x, double experts
 // A MoE layer's two modules (transformer_kernels.h): `mlp` (norm, router,
 // shared experts) and `experts` (dispatch, the local routed experts, combine,
 // residual).
-void moe_block(const ModelSpec& model, const Shapes& x, int expert_parallel, ModuleWork& mlp, ModuleWork& experts) {
+void moe_block(const ModelSpec& model, const Shapes& x, const ExpertParallelism& parallelism, ModuleWork& mlp,
+               ModuleWork& experts) {
   const MoeSpec& moe = model.moe;
   const double T = x.tokens, h = x.hidden, E = moe.experts, k = moe.experts_per_token;
   const bool swiglu = model.mlp == MlpKind::swiglu;
@@ -128,14 +129,17 @@ void moe_block(const ModelSpec& model, const Shapes& x, int expert_parallel, Mod
   mlp.backward.push_back(weight_half(gemm("router.wgrad", x, h, E, T)));
   mlp.backward.push_back(elementwise("mlp_norm.backward", x, 3 * T * h));
 
-  // Each rank's T k token copies spread evenly over the E experts; a rank's
-  // E / ep experts each get T k / E copies from each of the ep ranks.
+  // Each rank's T k token copies spread evenly over the E experts, padded or
+  // cut to the capacity c T k / E; a rank's E / ep experts each get that from
+  // each of the ep ranks.
+  const int ep = parallelism.parallel;
   const double f = static_cast<double>(moe.expert_ffn_hidden);
   const double first_out = swiglu ? 2 * f : f;
-  const double local_experts = E / expert_parallel;
-  const double m = expert_parallel * T * k / E;
-  const double routed_bytes = x.e * T * k * h;
-  const bool exchange = expert_parallel > 1;
+  const double local_experts = E / ep;
+  const double copies = parallelism.capacity_factor * T * k;  // this rank's routed token copies
+  const double m = ep * copies / E;
+  const double routed_bytes = x.e * copies * h;
+  const bool exchange = ep > 1;
   const auto all_to_all = [&](std::vector<KernelSpec>& list, const std::string& name) {
     if (!exchange) return;
     KernelSpec spec;
@@ -144,30 +148,30 @@ void moe_block(const ModelSpec& model, const Shapes& x, int expert_parallel, Mod
     list.push_back(spec);
   };
   const int after_exchange = exchange ? 1 : 0;
-  experts.forward.push_back(elementwise("permute", x, T * h + T * k * h));
+  experts.forward.push_back(elementwise("permute", x, T * h + copies * h));
   all_to_all(experts.forward, "dispatch");
   experts.forward.push_back(
       waiting_for_call(grouped_gemm(first, x, local_experts, m, first_out, h), after_exchange));
-  experts.forward.push_back(elementwise(activation, x, activation_reads * T * k * f));
+  experts.forward.push_back(elementwise(activation, x, activation_reads * copies * f));
   experts.forward.push_back(grouped_gemm("down", x, local_experts, m, h, f));
   all_to_all(experts.forward, "combine");
   // Each token's k outputs weighted and summed, then the residual.
-  experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, T * k * h + T * h), after_exchange));
+  experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, copies * h + T * h), after_exchange));
   experts.forward.push_back(elementwise("residual", x, 3 * T * h));
 
   experts.backward.push_back(elementwise("residual.backward", x, 3 * T * h));
-  experts.backward.push_back(elementwise("unpermute.backward", x, T * h + T * k * h));
+  experts.backward.push_back(elementwise("unpermute.backward", x, T * h + copies * h));
   all_to_all(experts.backward, "combine.backward");
   experts.backward.push_back(
       waiting_for_call(grouped_gemm("down.dgrad", x, local_experts, m, f, h), after_exchange));
   experts.backward.push_back(weight_half(grouped_gemm("down.wgrad", x, local_experts, f, h, m)));
-  experts.backward.push_back(elementwise(activation + ".backward", x, activation_backward * T * k * f));
+  experts.backward.push_back(elementwise(activation + ".backward", x, activation_backward * copies * f));
   experts.backward.push_back(grouped_gemm(first + ".dgrad", x, local_experts, m, h, first_out));
   all_to_all(experts.backward, "dispatch.backward");
   // The weight gradient runs while the input gradients travel back.
   experts.backward.push_back(weight_half(grouped_gemm(first + ".wgrad", x, local_experts, h, first_out, m)));
   experts.backward.push_back(
-      waiting_for_call(elementwise("permute.backward", x, T * k * h + T * h), after_exchange));
+      waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange));
 }
 
 // One GPU's part of each module under tensor parallelism over t GPUs: norms
@@ -192,7 +196,7 @@ void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameter
 }  // namespace
 
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel, int expert_parallel) {
+                                            const ModelParallelism& parallel, const ExpertParallelism& experts) {
   if (model.has_mla) throw InputError(model.name + ": MLA layers are parsed but not yet compiled into a training step");
   const int t = parallel.tensor;
   if (model.has_moe && t > 1) {
@@ -267,7 +271,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   };
 
   // Modules in model_modules' order: embedding, per layer attention and MLP, head.
-  std::vector<ModuleParameters> parameters = model_modules(model, expert_parallel);
+  std::vector<ModuleParameters> parameters = model_modules(model, experts.parallel);
   if (tensor_parallel) split_parameters(model, t, parameters);
   std::size_t next = 0;
   auto module_work = [&] {
@@ -330,7 +334,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     if (model.moe_layer(layer)) {
       feed_forward.push_back(module_work());
       feed_forward.push_back(module_work());
-      moe_block(model, x, expert_parallel, feed_forward[0], feed_forward[1]);
+      moe_block(model, x, experts, feed_forward[0], feed_forward[1]);
     } else {
       feed_forward.push_back(module_work());
       dense_mlp(feed_forward[0]);

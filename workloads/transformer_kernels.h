@@ -25,11 +25,11 @@
 // experts as one MLP of their summed width. "experts": the T k routed token
 // copies permuted into expert order, sent to their experts by an all-to-all
 // over the expert-parallel group of ep ranks, the local E / ep experts' GEMMs
-// as one grouped kernel whose shape is one expert's (m = ep T k / E tokens,
+// as one grouped kernel whose shape is one expert's (m = ep c T k / E tokens,
 // FLOPs of all local experts), an all-to-all back, and the weighted sum of
 // each token's k outputs. Routing is taken as balanced: every expert gets
-// T k / E tokens of every rank (DeepSpeed's capacity factor 1, or dropless
-// routing with even load). Without expert parallelism (ep = 1) the experts
+// c T k / E tokens of every rank, c the plan's capacity factor (1: dropless
+// routing at even load, or DeepSpeed's capacity factor 1). Without expert parallelism (ep = 1) the experts
 // are local and nothing is sent. Backward mirrors it: two all-to-alls of
 // gradients, the second overlapping the experts' weight gradients. MoE layers
 // under tensor parallelism, and MLA layers, are refused for now (their fields
@@ -105,7 +105,7 @@ struct ModuleWork : ModuleParameters {
 };
 
 // Per GPU of a tensor-parallel group of parallel.tensor GPUs (1: the whole
-// model) and of an expert-parallel group of `expert_parallel` GPUs (which must
+// model) and of an expert-parallel group of experts.parallel GPUs (which must
 // divide the routed experts; resolve_expert_factors in plan.h checks plans);
 // `parameters` of each module is then the GPU's part (norms and learned
 // positions whole, every other tensor 1/t; routed experts E / ep of them).
@@ -113,7 +113,7 @@ struct ModuleWork : ModuleParameters {
 // tensor parallelism, or heads, key/value heads or the MLP width that t does
 // not divide.
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel = {}, int expert_parallel = 1);
+                                            const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
 // The compute op that runs `spec` (not a call) on `stream`.
 Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps);

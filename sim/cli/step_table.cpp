@@ -52,9 +52,10 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   if (d.contains("experts")) {
     const nlohmann::json& x = d.at("experts");
     const nlohmann::json& f = x.at("factors");
-    std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those\n",
+    std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those; capacity factor %g\n",
                 x.at("layout").get<std::string>().c_str(), x.at("parallel").get<int>(), x.at("data_parallel").get<int>(),
-                f.at("parameters").get<int>(), f.at("gradients").get<int>(), f.at("optimizer").get<int>());
+                f.at("parameters").get<int>(), f.at("gradients").get<int>(), f.at("optimizer").get<int>(),
+                x.at("capacity_factor").get<double>());
   }
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
