@@ -63,6 +63,24 @@ std::vector<std::string> split_list(const std::string& option, const std::string
   return items;
 }
 
+// A comma-separated list of whole numbers from 1 to `most`.
+std::vector<long long> positive_integers(const std::string& option, const std::string& text, long long most) {
+  std::vector<long long> values;
+  for (const auto& item : split_list(option, text)) {
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || value < 1 || value > most) {
+      throw std::invalid_argument(option + ": '" + item + "' is not a whole number from 1 to " + std::to_string(most));
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
 sim::SearchSpace parse_space(const SearchOptions& options) {
   sim::SearchSpace space;
   if (options.systems != "all") {
@@ -76,16 +94,7 @@ sim::SearchSpace parse_space(const SearchOptions& options) {
     }
   }
   space.micro_batch_sizes.clear();
-  for (const auto& item : split_list("--micro-batch-sizes", options.micro_batch_sizes)) {
-    std::size_t used = 0;
-    long long size = 0;
-    try {
-      size = std::stoll(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != item.size() || size < 1) {
-      throw std::invalid_argument("--micro-batch-sizes: '" + item + "' is not a positive whole number");
-    }
+  for (const long long size : positive_integers("--micro-batch-sizes", options.micro_batch_sizes, 1LL << 40)) {
     space.micro_batch_sizes.push_back(size);
   }
   space.recompute.clear();
@@ -113,17 +122,8 @@ sim::SearchSpace parse_space(const SearchOptions& options) {
     space.placements.push_back(topology::parse_placement_policy(item));
   }
   if (!options.expert_parallel.empty()) {
-    for (const auto& item : split_list("--expert-parallel", options.expert_parallel)) {
-      std::size_t used = 0;
-      int size = 0;
-      try {
-        size = std::stoi(item, &used);
-      } catch (const std::exception&) {
-      }
-      if (used != item.size() || size < 1) {
-        throw std::invalid_argument("--expert-parallel: '" + item + "' is not a positive whole number");
-      }
-      space.expert_parallel.push_back(size);
+    for (const long long size : positive_integers("--expert-parallel", options.expert_parallel, 1 << 16)) {
+      space.expert_parallel.push_back(static_cast<int>(size));
     }
   }
   return space;
