@@ -48,6 +48,8 @@ TEST_CASE("preset parameter counts are the published ones", "[model]") {
   const auto small = load_model("gpt-48l-5120h");
   REQUIRE(total("gpt-48l-5120h") == 48 * (12 * 5120LL * 5120 + 13 * 5120) + 50257LL * 5120 + 2048 * 5120 + 2 * 5120);
   REQUIRE(small.heads == 40);
+  // Mixtral-8x7B: the same 46.7B as its transformers config (below).
+  REQUIRE(total("mixtral-8x7b") == 46'702'792'704);
 }
 
 TEST_CASE("a transformers LLaMA config imports to the same model", "[model][hf]") {
