@@ -244,7 +244,9 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   }
   check_model(flags, model);
   flags.refuse_above_one("context_parallel_size", "context parallelism is not modelled yet");
-  flags.refuse_above_one("expert_model_parallel_size", "expert parallelism is not modelled yet (nor are MoE layers)");
+  flags.refuse_above_one("expert_model_parallel_size",
+                         "expert parallelism is modelled under the data-parallel systems only (plan \"experts\" "
+                         "block), not yet with Megatron-LM's tensor and pipeline parallelism");
   for (const char* field : {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                             "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
                             "pipeline_model_parallel_layout"}) {
