@@ -109,6 +109,7 @@ int exec_step(const ExecOptions& options) {
       job.gpus = gpu->visible_gpus();
     }
     const JobInputs inputs = load_job_inputs(job);
+    if (root) print_notes(inputs);  // every rank reads the same launch
     const calib::Profile profile = calib::load_profile(options.profile.empty() ? inputs.cluster.profile : options.profile);
     const workloads::Program program = workloads::compile_step(inputs.step);
     calib::ExecutionOptions execution;

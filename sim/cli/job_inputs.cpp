@@ -50,6 +50,10 @@ void add_plan_variant_options(CLI::App& command, JobOptions& options) {
       ->capture_default_str();
 }
 
+void print_notes(const JobInputs& inputs) {
+  for (const auto& note : inputs.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+}
+
 JobInputs load_job_inputs(const JobOptions& options) {
   using namespace workloads;
   JobInputs inputs;
@@ -72,7 +76,7 @@ JobInputs load_job_inputs(const JobOptions& options) {
     step.training = megatron.training;
     step.data_parallel = megatron.data_parallel;
     step.plan_file = step.training_file = megatron.file;
-    for (const auto& note : megatron.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+    inputs.notes = std::move(megatron.notes);
   } else if (options.deepspeed.empty()) {
     step.plan = load_plan(options.plan);
     step.data_parallel = data_parallel_size(step.plan, gpus, step.gpus_per_node, step.plan_file);

@@ -12,6 +12,7 @@
 #include "workloads/training.h"
 
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -40,7 +41,13 @@ struct JobInputs {
   workloads::ShardingFactors factors;
   std::int64_t gradient_accumulation_steps = 1;
   workloads::JobScale scale;
+  // What the inputs could not carry over (a Megatron-LM flag shardsim does
+  // not model, ...): each command prints them, once per job.
+  std::vector<std::string> notes;
 };
+
+// Prints `notes` to stderr, one "note:" line each.
+void print_notes(const JobInputs& inputs);
 
 void add_job_options(CLI::App& command, JobOptions& options);
 // --overlap and --behaviour: the plan's variants, for the commands that run a

@@ -27,6 +27,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 int run_memory(const MemoryOptions& options) {
   using namespace workloads;
   const JobInputs inputs = load_job_inputs(options.job);
+  print_notes(inputs);
   const topology::ClusterSpec& cluster = inputs.cluster;
   const ModelSpec& model = inputs.step.model;
   const Plan& plan = inputs.step.plan;

@@ -61,6 +61,7 @@ std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_p
 
 int run_step(const RunOptions& options) {
   JobInputs inputs = load_job_inputs(options.job);
+  print_notes(inputs);
   workloads::StepConfig& step = inputs.step;
   if (options.breakdown_rank < 0 || options.breakdown_rank >= step.ranks()) {
     throw std::invalid_argument("--rank " + std::to_string(options.breakdown_rank) + ": the job has ranks 0 to " +
