@@ -13,7 +13,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 using namespace shardsim;
 using namespace shardsim::workloads;
