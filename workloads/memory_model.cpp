@@ -17,14 +17,6 @@ std::vector<std::pair<const char*, double>> memory_components(const MemoryBreakd
           {"communication_buffers", memory.communication_buffers}};
 }
 
-double routed_expert_parameters(const ModelSpec& model) {
-  double total = 0;
-  for (const ModuleParameters& module : model_modules(model)) {
-    if (module.routed_experts) total += module.parameters;
-  }
-  return total;
-}
-
 MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& training, const Plan& plan,
                                 const ShardingFactors& factors, int data_parallel, const ExpertShardingFactors& experts) {
   const int ep = plan.experts.parallel;

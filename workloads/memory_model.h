@@ -49,7 +49,5 @@ MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& tr
                                 const ShardingFactors& factors, int data_parallel,
                                 const ExpertShardingFactors& experts = {});
 
-// Parameters of a MoE model's routed experts, all layers (0 for a dense model).
-double routed_expert_parameters(const ModelSpec& model);
 
 }  // namespace shardsim::workloads

@@ -139,6 +139,12 @@ ParameterCount count_parameters(const ModelSpec& model) {
   return count;
 }
 
+double routed_expert_parameters(const ModelSpec& model) {
+  if (!model.has_moe) return 0;
+  const double moe_layers = model.layers - model.moe.first_dense_layers;
+  return moe_layers * static_cast<double>(sum(routed_expert_tensors(model, model.moe.experts)));
+}
+
 void validate_model(const ModelSpec& model, const std::string& file) {
   auto fail = [&](const std::string& field, const std::string& what) { throw_input_error(file, field, what); };
   if (model.layers < 1) fail("layers", "a model needs at least one layer, got " + std::to_string(model.layers));

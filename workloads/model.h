@@ -71,6 +71,7 @@ struct ModelSpec {
   std::vector<std::string> sources;
 
   bool moe_layer(int layer) const { return has_moe && layer >= moe.first_dense_layers; }
+  int routed_experts() const { return has_moe ? moe.experts : 0; }  // per MoE layer; 0 for a dense model
 };
 
 // Parameter counts, in parameters (not bytes).
@@ -88,6 +89,8 @@ std::int64_t attention_parameters(const ModelSpec& model);       // one layer
 std::int64_t mlp_parameters(const ModelSpec& model, int layer);  // one layer, routed experts included
 std::int64_t norm_parameters(const ModelSpec& model);            // one norm
 ParameterCount count_parameters(const ModelSpec& model);
+// Parameters of the routed experts, all layers (0 for a dense model).
+double routed_expert_parameters(const ModelSpec& model);
 
 // A module: the unit whose parameters are gathered and freed together under
 // parameter sharding: the embedding, each layer's attention block (its norm

@@ -129,10 +129,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     if (experts.has("layout")) plan.experts.layout = topology::parse_moe_layout(experts.choice("layout", {"E+D", "D+E"}));
     if (experts.has("capacity_factor")) plan.experts.capacity_factor = experts.positive_number("capacity_factor");
     experts.finish();
-    if (plan.experts.parallel > 1 && (plan.system == ShardingSystem::megatron || zero_pipeline)) {
-      reader.fail("experts.parallel", "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, "
-                                      "zeropp, amsp), not yet with Megatron-LM's or ZeroPP's model parallelism");
-    }
+    check_expert_system(plan, file);
   }
   plan.sources = reader.string_list("sources");
   reader.finish();
@@ -200,6 +197,15 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
     check_group(plan.secondary_parameter_group, data_parallel, gpus_per_node, file, "secondary_parameter_group");
   }
   return f;
+}
+
+void check_expert_system(const Plan& plan, const std::string& file) {
+  if (plan.experts.parallel > 1 &&
+      (plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline)) {
+    throw_input_error(file, "experts.parallel",
+                      "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
+                      "not yet with Megatron-LM's or ZeroPP's model parallelism");
+  }
 }
 
 ExpertShardingFactors resolve_expert_factors(const Plan& plan, int experts, const ShardingFactors& factors,

@@ -171,6 +171,10 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
 // Throws InputError naming `file` and experts.parallel unless it divides the
 // data-parallel size and `experts`, the routed experts of each MoE layer
 // (0: a dense model, which takes no expert parallelism).
+// Throws InputError naming `file` and experts.parallel when a plan with
+// pipelines (Megatron-LM, ZeroPP) splits its experts: not modelled yet.
+void check_expert_system(const Plan& plan, const std::string& file);
+
 struct ExpertShardingFactors {
   int data_parallel = 1;  // the expert-data-parallel size
   ShardingFactors factors;

@@ -41,14 +41,18 @@ class StepBuilder : OpWriter {
   // The model states of one kind of module and the ranks they are sharded
   // over: the dense modules' over every rank, a MoE model's routed experts'
   // over their expert-data-parallel group when the plan splits the experts
-  // (plan.h). A rank's place in its group is `position`.
+  // (plan.h).
   struct StateGroup {
     int size = 1;
     ShardingFactors factors;
     int secondary_group = 1;  // ZeRO++ hpZ
     Communicators comms;
     double parameters = 0;    // this rank's, of the group's modules, unsharded
-    std::vector<int> group_of_rank, position;
+  };
+  // A rank's group of a state kind (one of N / size) and its place in it.
+  struct GroupSlot {
+    int group = 0;
+    int position = 0;
   };
 
   template <typename Key>
@@ -61,7 +65,9 @@ class StepBuilder : OpWriter {
   const StateGroup& states_of(std::size_t module) const {
     return modules_[module].routed_experts && config_.plan.experts.parallel > 1 ? experts_ : dense_;
   }
-  void make_communicators(StateGroup& states, const std::string& prefix);
+  template <typename Slot>
+  void make_communicators(StateGroup& states, const std::string& prefix, Slot slot);
+  GroupSlot expert_slot(int rank) const;
   void make_expert_groups();
   CallRoute route(CallGroup group) const;
   void set_resident_memory();
@@ -114,11 +120,14 @@ class StepBuilder : OpWriter {
   std::vector<DeferredBucket> deferred_buckets_;
 };
 
-void StepBuilder::make_communicators(StateGroup& states, const std::string& prefix) {
+// The factors' groups are blocks of consecutive places within each group of
+// `slot` (rank -> GroupSlot).
+template <typename Slot>
+void StepBuilder::make_communicators(StateGroup& states, const std::string& prefix, Slot slot) {
   const int fp = states.factors.parameters, fg = states.factors.gradients, fos = states.factors.optimizer;
   const int k = states.secondary_group;
-  const auto group = [&states](int r) { return states.group_of_rank[static_cast<std::size_t>(r)]; };
-  const auto at = [&states](int r) { return states.position[static_cast<std::size_t>(r)]; };
+  const auto group = [&slot](int r) { return slot(r).group; };
+  const auto at = [&slot](int r) { return slot(r).position; };
   states.comms.parameters = communicator(prefix + "parameters", fp, [&](int r) { return std::pair(group(r), at(r) / fp); });
   states.comms.secondary =
       communicator(prefix + "secondary_parameters", k, [&](int r) { return std::pair(group(r), at(r) / k); });
@@ -137,19 +146,22 @@ void StepBuilder::make_communicators(StateGroup& states, const std::string& pref
 void StepBuilder::make_expert_groups() {
   const Plan& plan = config_.plan;
   const int ep = plan.experts.parallel;
-  expert_factors_ = resolve_expert_factors(plan, config_.model.has_moe ? config_.model.moe.experts : 0, dense_.factors,
+  expert_factors_ = resolve_expert_factors(plan, config_.model.routed_experts(), dense_.factors,
                                            n_, config_.plan_file);
   if (ep <= 1) return;
   experts_.size = expert_factors_.data_parallel;
   experts_.factors = expert_factors_.factors;
   experts_.secondary_group = expert_factors_.secondary_group;
-  for (int r = 0; r < n_; ++r) {
-    const topology::MoeSlot slot = topology::moe_slot(r, n_, ep, plan.experts.layout);
-    experts_.group_of_rank.push_back(slot.expert);
-    experts_.position.push_back(slot.replica);
-  }
-  make_communicators(experts_, "expert_");
-  expert_parallel_ = communicator("expert_parallel", ep, [&](int r) { return experts_.position[static_cast<std::size_t>(r)]; });
+  make_communicators(experts_, "expert_", [this](int r) { return expert_slot(r); });
+  // An all-to-all group holds one rank of each expert-data-parallel group, the same place in each.
+  expert_parallel_ = communicator("expert_parallel", ep, [this](int r) { return expert_slot(r).position; });
+}
+
+// A rank's expert-data-parallel group is the expert position it holds; its
+// place there, its replica (topology/placement.h).
+StepBuilder::GroupSlot StepBuilder::expert_slot(int rank) const {
+  const topology::MoeSlot slot = topology::moe_slot(rank, n_, config_.plan.experts.parallel, config_.plan.experts.layout);
+  return {slot.expert, slot.replica};
 }
 
 OpWriter::CallRoute StepBuilder::route(CallGroup group) const {
@@ -427,9 +439,7 @@ void StepBuilder::build() {
   dense_.size = n_;
   dense_.factors = resolve_factors(c.plan, c.data_parallel, c.gpus_per_node, c.plan_file);
   dense_.secondary_group = c.plan.secondary_parameter_group;
-  dense_.group_of_rank.assign(static_cast<std::size_t>(n_), 0);
-  for (int r = 0; r < n_; ++r) dense_.position.push_back(r);
-  make_communicators(dense_, "");
+  make_communicators(dense_, "", [](int r) { return GroupSlot{0, r}; });
   make_expert_groups();
   accumulation_ = gradient_accumulation_steps(c.training, c.data_parallel, c.training_file);
   modules_ = transformer_modules(c.model, c.training, {}, c.plan.experts);
@@ -467,10 +477,7 @@ void StepBuilder::build() {
     if (bucket.frees_buffer) memory(name + ".buffer.free", MemoryCategory::communication_buffers, -bytes, optimizer_stream);
   }
   // This rank's optimizer shard: of the dense states, and of its experts' under expert parallelism.
-  const double psi = static_cast<double>(count_parameters(c.model).total());
-  const double shard = c.plan.experts.parallel > 1
-                           ? dense_.parameters / dense_.factors.optimizer + experts_.parameters / experts_.factors.optimizer
-                           : psi / dense_.factors.optimizer;
+  const double shard = dense_.parameters / dense_.factors.optimizer + experts_.parameters / experts_.factors.optimizer;
   const OpIndex optimizer = kernel(adam_step(shard), "", last_reductions_);
   if (!update_at_start_) emit_parameter_update({optimizer});
   // DeepSpeed ZeRO-3 gathers the updated persistent parameters at the end of
@@ -516,13 +523,7 @@ Program compile_step(const StepConfig& config) {
                                     {"parameter_broadcast", config.plan.overlap.parameter_broadcast}};
   program.description["secondary_parameter_group"] = config.plan.secondary_parameter_group;
   if (config.plan.experts.parallel > 1) {
-    const ShardingFactors& f = builder.expert_factors().factors;
-    program.description["experts"] = {
-        {"parallel", config.plan.experts.parallel},
-        {"layout", topology::to_string(config.plan.experts.layout)},
-        {"data_parallel", builder.expert_factors().data_parallel},
-        {"capacity_factor", config.plan.experts.capacity_factor},
-        {"factors", {{"parameters", f.parameters}, {"gradients", f.gradients}, {"optimizer", f.optimizer}}}};
+    program.description["experts"] = expert_description(config.plan, builder.expert_factors());
   }
   return program;
 }
@@ -532,15 +533,16 @@ StepMemory estimate_step_memory(const StepConfig& config) {
   if (system != ShardingSystem::megatron && system != ShardingSystem::zero_pipeline) {
     const ShardingFactors factors = resolve_factors(config.plan, config.data_parallel, config.gpus_per_node, config.plan_file);
     const ExpertShardingFactors experts = resolve_expert_factors(
-        config.plan, config.model.has_moe ? config.model.moe.experts : 0, factors, config.data_parallel, config.plan_file);
-    return {estimate_memory(config.model, config.training, config.plan, factors, config.data_parallel, experts), 0};
+        config.plan, config.model.routed_experts(), factors, config.data_parallel, config.plan_file);
+    return {estimate_memory(config.model, config.training, config.plan, factors, config.data_parallel, experts), 0,
+            experts};
   }
   const std::vector<MemoryBreakdown> stages =
       system == ShardingSystem::zero_pipeline ? estimate_zero_pipeline_memory(config) : estimate_stage_memory(config);
   const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
     return a.total() < b.total();
   });
-  return {*fullest, static_cast<int>(fullest - stages.begin())};
+  return {*fullest, static_cast<int>(fullest - stages.begin()), {}};
 }
 
 nlohmann::json step_description(const StepConfig& config, const ShardingFactors& factors, std::int64_t micro_batches) {
@@ -560,6 +562,15 @@ nlohmann::json step_description(const StepConfig& config, const ShardingFactors&
       {"flash_attention", config.training.flash_attention},
       {"dtype", config.training.fp16 ? "fp16" : "bf16"},
   };
+}
+
+nlohmann::json expert_description(const Plan& plan, const ExpertShardingFactors& experts) {
+  const ShardingFactors& f = experts.factors;
+  return {{"parallel", plan.experts.parallel},
+          {"layout", topology::to_string(plan.experts.layout)},
+          {"data_parallel", experts.data_parallel},
+          {"capacity_factor", plan.experts.capacity_factor},
+          {"factors", {{"parameters", f.parameters}, {"gradients", f.gradients}, {"optimizer", f.optimizer}}}};
 }
 
 }  // namespace shardsim::workloads

@@ -91,11 +91,16 @@ Program compile_step(const StepConfig& config);
 struct StepMemory {
   MemoryBreakdown memory;
   int stage = 0;  // the fullest pipeline stage (0 without a pipeline)
+  ExpertShardingFactors experts;  // the routed experts' sharding (data-parallel systems)
 };
 StepMemory estimate_step_memory(const StepConfig& config);
 
 // What every compiler records of its inputs in Program::description (the
 // model, plan, factors, batch, FLOPs and dtype); each adds its own fields.
 nlohmann::json step_description(const StepConfig& config, const ShardingFactors& factors, std::int64_t micro_batches);
+
+// The "experts" entry of a description under expert parallelism: parallel,
+// layout, capacity_factor, and the expert-data-parallel size and factors.
+nlohmann::json expert_description(const Plan& plan, const ExpertShardingFactors& experts);
 
 }  // namespace shardsim::workloads

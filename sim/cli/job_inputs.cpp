@@ -89,11 +89,7 @@ JobInputs load_job_inputs(const JobOptions& options) {
   }
   if (options.expert_parallel > 0) step.plan.experts.parallel = options.expert_parallel;
   if (options.expert_layout != "plan") step.plan.experts.layout = topology::parse_moe_layout(options.expert_layout);
-  if (step.plan.experts.parallel > 1 && (step.plan.system == ShardingSystem::megatron ||
-                                         step.plan.system == ShardingSystem::zero_pipeline)) {
-    throw std::invalid_argument("--expert-parallel: expert parallelism is compiled for the data-parallel systems "
-                                "(zero, fsdp, mics, zeropp, amsp), not with plan " + step.plan.name);
-  }
+  check_expert_system(step.plan, step.plan_file);
   apply_overlap_level(step.plan, options.overlap);
   if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
   if (!options.scale.empty()) {

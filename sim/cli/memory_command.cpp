@@ -1,6 +1,7 @@
 #include "sim/cli/commands.h"
 
 #include "sim/cli/job_inputs.h"
+#include "sim/cli/step_table.h"
 #include "workloads/memory_model.h"
 #include "workloads/step_compiler.h"
 
@@ -10,7 +11,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <optional>
 #include <stdexcept>
 
 namespace shardsim::cli {
@@ -45,12 +45,8 @@ int run_memory(const MemoryOptions& options) {
   const bool fits = memory.total() <= capacity;
 
   const auto parts = memory_components(memory);
-  // The routed experts' sharding under expert parallelism (plan.h).
-  std::optional<ExpertShardingFactors> experts;
-  if (plan.experts.parallel > 1) {
-    experts = resolve_expert_factors(plan, model.has_moe ? model.moe.experts : 0, factors, inputs.step.data_parallel,
-                                     inputs.step.plan_file);
-  }
+  const nlohmann::json experts =
+      plan.experts.parallel > 1 ? expert_description(plan, step_memory.experts) : nlohmann::json();
   if (options.json) {
     nlohmann::json out = {{"cluster", cluster.name},     {"model", model.name},
                           {"parameters", parameters},    {"plan", plan.name},
@@ -69,14 +65,7 @@ int run_memory(const MemoryOptions& options) {
                           {"gpu_memory_bytes", capacity},
                           {"fits", fits}};
     for (const auto& [name, bytes] : parts) out["bytes"][name] = bytes;
-    if (experts) {
-      const ShardingFactors& f = experts->factors;
-      out["experts"] = {{"parallel", plan.experts.parallel},
-                        {"layout", topology::to_string(plan.experts.layout)},
-                        {"data_parallel", experts->data_parallel},
-                        {"capacity_factor", plan.experts.capacity_factor},
-                        {"factors", {{"parameters", f.parameters}, {"gradients", f.gradients}, {"optimizer", f.optimizer}}}};
-    }
+    if (!experts.is_null()) out["experts"] = experts;
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -91,12 +80,7 @@ int run_memory(const MemoryOptions& options) {
   }
   std::printf("# plan %s (%s): f_P %d, f_G %d, f_OS %d\n", plan.name.c_str(), to_string(plan.system).c_str(),
               factors.parameters, factors.gradients, factors.optimizer);
-  if (experts) {
-    const ShardingFactors& f = experts->factors;
-    std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those; capacity factor %g\n",
-                std::string(topology::to_string(plan.experts.layout)).c_str(), plan.experts.parallel,
-                experts->data_parallel, f.parameters, f.gradients, f.optimizer, plan.experts.capacity_factor);
-  }
+  if (!experts.is_null()) print_experts_line(experts);
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step; recompute %s, flash attention %s\n",
               static_cast<long long>(training.sequence_length), static_cast<long long>(training.micro_batch_size),
               static_cast<long long>(accumulation), to_string(training.recompute).c_str(),

@@ -20,6 +20,14 @@ void print_memory(const sim::MemoryBytes& bytes) {
 
 }  // namespace
 
+void print_experts_line(const nlohmann::json& experts) {
+  const nlohmann::json& f = experts.at("factors");
+  std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those; capacity factor %g\n",
+              experts.at("layout").get<std::string>().c_str(), experts.at("parallel").get<int>(),
+              experts.at("data_parallel").get<int>(), f.at("parameters").get<int>(), f.at("gradients").get<int>(),
+              f.at("optimizer").get<int>(), experts.at("capacity_factor").get<double>());
+}
+
 void print_step_table(const std::string& title, const workloads::Program& program, const sim::StepTimeline& timeline, const sim::StepSummary& summary,
                  const std::string& cluster) {
   const nlohmann::json& d = program.description;
@@ -49,14 +57,7 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               d.at("factors").at("gradients").get<int>(), d.at("factors").at("optimizer").get<int>(),
               on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
   }
-  if (d.contains("experts")) {
-    const nlohmann::json& x = d.at("experts");
-    const nlohmann::json& f = x.at("factors");
-    std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those; capacity factor %g\n",
-                x.at("layout").get<std::string>().c_str(), x.at("parallel").get<int>(), x.at("data_parallel").get<int>(),
-                f.at("parameters").get<int>(), f.at("gradients").get<int>(), f.at("optimizer").get<int>(),
-                x.at("capacity_factor").get<double>());
-  }
+  if (d.contains("experts")) print_experts_line(d.at("experts"));
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
               d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),

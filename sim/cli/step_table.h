@@ -7,9 +7,15 @@
 #include "sim/step/step_simulator.h"
 #include "workloads/program.h"
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 namespace shardsim::cli {
+
+// The "# experts: ..." header line from a description's "experts" entry
+// (workloads::expert_description).
+void print_experts_line(const nlohmann::json& experts);
 
 // `title` opens the first line: "shardsim run", "shardsim exec".
 void print_step_table(const std::string& title, const workloads::Program& program, const sim::StepTimeline& timeline,

@@ -184,7 +184,7 @@ std::string bytes_label(double bytes) {
 std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const SearchSpace& space,
                                           const workloads::ModelSpec& model, int gpus, int gpus_per_node) {
   if (!model.has_moe) return systems;
-  const int experts = model.moe.experts;
+  const int experts = model.routed_experts();
   std::vector<int> sizes = space.expert_parallel;
   if (sizes.empty()) sizes = {1, std::min(experts, gpus_per_node)};
   std::vector<Plan> plans;
