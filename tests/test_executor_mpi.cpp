@@ -1,5 +1,5 @@
 // The CPU executor for real, under mpirun with 4 ranks (CTest starts it so):
-// the measured timeline of ZeRO-3, ZeRO-1 and AMSP steps is complete and
+// the measured timeline of ZeRO-3, ZeRO-1, AMSP and Megatron TP steps is complete and
 // consistent: every op ran once, none before its dependencies or the
 // previous op of its stream ended, and the members of every collective call
 // were in it together. Every rank runs every test case (the executor is
@@ -30,16 +30,18 @@ int world_rank() {
   return rank;
 }
 
-Program scaled_program(Plan plan, int micro_batches) {
+// LLaMA-7B shrunk to `shape` (a --scale without micro_batches) on 4 ranks,
+// `data_parallel` of them data-parallel.
+Program scaled_program(Plan plan, int micro_batches, int data_parallel = 4,
+                       const std::string& shape = "layers=2,hidden=128,ffn=344,vocab=512,seq=64") {
   StepConfig config;
   config.model = load_model("llama-7b");
   config.training = load_training_config("seq4096-mbs1-4m-tokens");
   config.plan = std::move(plan);
-  config.data_parallel = 4;
+  config.data_parallel = data_parallel;
   config.gpus_per_node = 4;
-  apply_job_scale(parse_job_scale("layers=2,hidden=128,ffn=344,vocab=512,seq=64,micro_batches=" +
-                                  std::to_string(micro_batches)),
-                  4, config.model, config.training);
+  apply_job_scale(parse_job_scale(shape + ",micro_batches=" + std::to_string(micro_batches)), data_parallel,
+                  config.model, config.training);
   return compile_step(config);
 }
 
@@ -71,8 +73,7 @@ void require_consistent(const Program& program, const calib::MeasuredRun& run, i
   }
 }
 
-void run_and_check(const Plan& plan, int micro_batches) {
-  const Program program = scaled_program(plan, micro_batches);
+void run_and_check(const Program& program) {
   calib::ExecutionOptions options;
   options.warmup_steps = 1;
   options.measured_steps = 3;
@@ -83,17 +84,25 @@ void run_and_check(const Plan& plan, int micro_batches) {
 }  // namespace
 
 TEST_CASE("ZeRO-3 runs for real: every op once, causal, collective members together", "[executor]") {
-  run_and_check(load_plan("zero3"), 2);
+  run_and_check(scaled_program(load_plan("zero3"), 2));
 }
 
 TEST_CASE("ZeRO-1 with gradient accumulation runs for real", "[executor]") {
-  run_and_check(load_plan("zero1"), 3);
+  run_and_check(scaled_program(load_plan("zero1"), 3));
+}
+
+TEST_CASE("Megatron TP 4 with TP comm overlap (ring-exchange send_recv, sliced reduce-scatters) runs for real",
+          "[executor]") {
+  Plan plan = load_plan("megatron-tp8-sp");
+  plan.model_parallel.tensor = 4;
+  plan.model_parallel.tp_comm_overlap = true;
+  run_and_check(scaled_program(plan, 2, 1, "layers=2,hidden=512,ffn=1376,vocab=512,seq=64"));
 }
 
 TEST_CASE("AMSP (P 1, G 2, OS 4: all-reduce, reduce-scatter, broadcast) runs for real", "[executor]") {
   Plan plan = load_plan("amsp-llama13b");
   plan.factors = {1, 2, 4};
-  run_and_check(plan, 2);
+  run_and_check(scaled_program(plan, 2));
 }
 
 TEST_CASE("a program for another number of ranks is refused", "[executor]") {

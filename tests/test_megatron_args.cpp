@@ -185,8 +185,10 @@ TEST_CASE("what the simulation does differently is said in notes", "[megatron-ar
   REQUIRE_THAT(tp1.notes[1], Catch::Contains("neither --bf16 nor --fp16"));
   const MegatronJob overlap =
       import("--tensor-model-parallel-size 8 --sequence-parallel --tp-comm-overlap --bf16", "llama-7b", 8);
-  REQUIRE(overlap.notes.size() == 1);
-  REQUIRE_THAT(overlap.notes[0], Catch::Contains("args.sh: --tp-comm-overlap"));
+  REQUIRE(overlap.notes.empty());
+  REQUIRE(overlap.plan.model_parallel.tp_comm_overlap);
+  REQUIRE_FALSE(import("--tensor-model-parallel-size 8 --sequence-parallel --bf16", "llama-7b", 8)
+                    .plan.model_parallel.tp_comm_overlap);
 }
 
 TEST_CASE("the model the flags describe must be the model simulated", "[megatron-args]") {

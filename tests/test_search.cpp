@@ -354,4 +354,20 @@ TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allo
   CHECK(std::find(names.begin(), names.end(), "megatron-t2-p2-v2") != names.end());
   CHECK(std::find(names.begin(), names.end(), "megatron-t1-p4") != names.end());  // 1F1B: any count of micro-batches
   CHECK(std::none_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("zero-pipeline", 0) == 0; }));
+
+  // TP comm overlap on as well: a second variant of each layout with t > 1,
+  // and only of those (it overlaps sequence-parallel calls).
+  tiny.request.training.global_batch_sequences = 64;
+  tiny.request.space.zero_pipeline = false;
+  tiny.request.space.tp_comm_overlap = {false, true};
+  const auto both = sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
+  std::vector<std::string> with_overlap;
+  for (const auto& c : both) {
+    INFO(c.plan.name);
+    const bool named = c.plan.name.size() > 11 && c.plan.name.substr(c.plan.name.size() - 11) == "-tp-overlap";
+    CHECK(named == c.plan.model_parallel.tp_comm_overlap);
+    if (c.plan.model_parallel.tp_comm_overlap) with_overlap.push_back(c.plan.name.substr(0, c.plan.name.size() - 11));
+  }
+  CHECK(with_overlap == std::vector<std::string>(expected.begin() + 3, expected.end() - 2));  // t > 1, Megatron only
+  CHECK(both.size() == expected.size() - 2 + with_overlap.size());
 }

@@ -297,8 +297,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   }
   if (flags.on("tp_comm_overlap")) {
     if (!mp.sequence_parallel) flags.fail("tp_comm_overlap", "needs --sequence-parallel (Megatron asserts it)");
-    note("--tp-comm-overlap: hiding tensor-parallel collectives behind GEMMs is not modelled; they run exposed, so the "
-         "step time is an upper bound");
+    mp.tp_comm_overlap = true;
   }
 
   const bool distributed = flags.on("use_distributed_optimizer");

@@ -374,6 +374,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["pipeline_parallel"] = mp.pipeline;
   program.description["virtual_stages"] = mp.virtual_stages;
   program.description["sequence_parallel"] = mp.sequence_parallel;
+  program.description["tp_comm_overlap"] = mp.tp_comm_overlap;
   program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
   return program;
 }

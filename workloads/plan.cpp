@@ -109,6 +109,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     mp.pipeline = degree("pipeline");
     if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
     if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
+    if (parallel.has("tp_comm_overlap")) mp.tp_comm_overlap = parallel.boolean("tp_comm_overlap");
     if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
     parallel.finish();
     if (zero_pipeline && mp.tensor != 1) {
@@ -119,6 +120,10 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     }
     if (mp.sequence_parallel && mp.tensor < 2) {
       reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");
+    }
+    if (mp.tp_comm_overlap && !mp.sequence_parallel) {
+      reader.fail("model_parallel.tp_comm_overlap", "overlaps the sequence-parallel gathers and reduce-scatters: needs "
+                                                    "sequence_parallel (Megatron-LM asserts it)");
     }
   }
   if (reader.has("experts")) {

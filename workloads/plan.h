@@ -42,7 +42,11 @@
 // node); pipeline: stages, each a contiguous run of layers; virtual_stages:
 // model chunks per stage (interleaved 1F1B when above 1, else 1F1B);
 // sequence_parallel: norms, residuals and dropout split along the sequence,
-// each tensor-parallel all-reduce an all-gather + reduce-scatter pair.
+// each tensor-parallel all-reduce an all-gather + reduce-scatter pair;
+// tp_comm_overlap (Megatron-LM's --tp-comm-overlap, needs sequence_parallel):
+// Transformer Engine's userbuffers hide the forward gathers and
+// reduce-scatters and the backward's gradient gathers behind GEMM slices
+// (transformer_kernels.h).
 // "pipeline" and "tensor" are required in the block, the rest optional.
 //
 // System "zero_pipeline" is ZeroPP (Tang et al. 2024; TECHNIQUES.md section
@@ -124,6 +128,7 @@ struct ModelParallelism {
   int virtual_stages = 1;
   bool sequence_parallel = false;
   int scheduling_unit = 1;  // zero_pipeline: micro-batches per unit
+  bool tp_comm_overlap = false;
 
   int gpus_per_replica() const { return tensor * pipeline; }
   // How many ways hidden states between blocks are split along the sequence.

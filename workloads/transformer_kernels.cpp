@@ -10,6 +10,10 @@ namespace {
 // FlashAttention's backward runs five GEMM-sized products to the forward's two.
 constexpr double kFlashBackwardOverForward = 2.5;
 
+// Transformer Engine's pipelined GEMM + reduce-scatter splits the GEMM in four
+// (initialize_ub's default num_splits for its "pipeline" method).
+constexpr int kPipelinedReduceScatterSplits = 4;
+
 struct Shapes {
   double tokens, sequence, batch, hidden, query, kv, ffn, vocab, heads, e;
   Dtype dtype, gemm_dtype;
@@ -252,12 +256,49 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   };
   const int after_gather = tensor_parallel && sp ? 1 : 0;
   const int after_combine = tensor_parallel ? 1 : 0;
+  const bool comm_overlap = tensor_parallel && sp && parallel.tp_comm_overlap;
+  // A GEMM (T, n, k) on an input gathered along the sequence. Without
+  // tp_comm_overlap: the all-gather, then the GEMM. With it, Transformer
+  // Engine's ring exchange (userbuffers, num_splits = t): the GEMM runs on
+  // this GPU's T / t tokens at once, then on each slice received from the
+  // previous rank while the next one moves; t - 1 steps, each rank sending a
+  // slice to the next (send_recv over the group).
+  const auto gathered_gemm = [&](std::vector<KernelSpec>& list, const std::string& gather_name,
+                                 const std::string& name, double n, double k) {
+    if (!comm_overlap) {
+      gather_input(list, gather_name);
+      list.push_back(waiting_for_call(gemm(name, x, T, n, k), after_gather));
+      return;
+    }
+    for (int step = 1; step < t; ++step) {
+      list.push_back(call(gather_name + ".ring" + std::to_string(step), CollectiveOp::send_recv, activation_bytes / t));
+    }
+    for (int slice = 0; slice < t; ++slice) {
+      list.push_back(waiting_for_call(gemm(name + ".slice" + std::to_string(slice), x, T / t, n, k), slice > 0 ? t - slice : 0));
+    }
+  };
+  // A row-parallel GEMM's forward (T, h, in) and the partial sums combined.
+  // With tp_comm_overlap, Transformer Engine's pipelined GEMM +
+  // reduce-scatter: the GEMM in slices of the tokens, each slice
+  // reduce-scattered while the next computes.
+  const auto combined_gemm = [&](std::vector<KernelSpec>& list, const std::string& name, double in) {
+    if (!comm_overlap) {
+      list.push_back(gemm(name, x, T, h, in));
+      combine(list, name);
+      return;
+    }
+    const int splits = kPipelinedReduceScatterSplits;
+    for (int slice = 0; slice < splits; ++slice) {
+      const std::string part = name + ".slice" + std::to_string(slice);
+      list.push_back(gemm(part, x, T / splits, h, in));
+      list.push_back(call(part + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes / splits));
+    }
+  };
   // Backward of a row-parallel GEMM: its output gradient gathered along the
   // sequence under sequence parallelism, then the input and weight
   // gradients; the input gradient stays split, nothing to combine.
   const auto row_backward = [&](std::vector<KernelSpec>& list, const std::string& name, double in, double out) {
-    gather_input(list, name + ".gradient");
-    list.push_back(waiting_for_call(gemm(name + ".dgrad", x, T, in, out), after_gather));
+    gathered_gemm(list, name + ".gradient", name + ".dgrad", in, out);
     list.push_back(weight_half(gemm(name + ".wgrad", x, in, out, T)));
   };
   // Backward of a column-parallel GEMM: the input gradient, combined over the
@@ -284,11 +325,9 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     const double first_out = swiglu ? 2 * x.ffn : x.ffn;
     const std::string first = swiglu ? "gate_up" : "up";
     mlp.forward.push_back(elementwise("mlp_norm", x, 2 * local_tokens * h));
-    gather_input(mlp.forward, first + ".input");
-    mlp.forward.push_back(waiting_for_call(gemm(first, x, T, first_out, h), after_gather));
+    gathered_gemm(mlp.forward, first + ".input", first, first_out, h);
     mlp.forward.push_back(elementwise(swiglu ? "swiglu" : "gelu", x, (swiglu ? 3 : 2) * T * x.ffn));
-    mlp.forward.push_back(gemm("down", x, T, h, x.ffn));
-    combine(mlp.forward, "down");
+    combined_gemm(mlp.forward, "down", x.ffn);
     mlp.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
     row_backward(mlp.backward, "down", x.ffn, h);
@@ -314,12 +353,10 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     std::vector<KernelSpec> core_forward, core_backward;
     attention_core(x, training.flash_attention, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
-    gather_input(attention.forward, "qkv.input");
-    attention.forward.push_back(waiting_for_call(gemm("qkv", x, T, x.query + 2 * x.kv, h), after_gather));
+    gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
     attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
     attention.forward.insert(attention.forward.end(), core_forward.begin(), core_forward.end());
-    attention.forward.push_back(gemm("out_proj", x, T, h, x.query));
-    combine(attention.forward, "out_proj");
+    combined_gemm(attention.forward, "out_proj", x.query);
     attention.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
     row_backward(attention.backward, "out_proj", x.query, h);

@@ -45,6 +45,20 @@
 // residuals on 1/t of the tokens, and the input gathered again for the
 // weight gradient; Korthikanti et al. 2022); the cross-entropy all-reduces
 // three fp32 values per token (logit max, target logit, sum of exponentials).
+// With tp_comm_overlap (sequence parallelism under Transformer Engine's
+// userbuffers, Megatron-LM's --tp-comm-overlap; TE's initialize_ub defaults)
+// the four linears of a layer hide their calls behind slices of their GEMMs:
+// the forward gathers of QKV and gate/up, and the backward's output-gradient
+// gathers of the output projection and down, by ring exchange (t - 1 steps,
+// each rank sending T / t tokens' slice to the next, the GEMM running on one
+// slice of T / t tokens per step); the forward reduce-scatters of the output
+// projection and down pipelined over four GEMM slices of T / 4 tokens. The
+// backward of a column-parallel GEMM overlaps as Megatron-LM does without it
+// (TE's "bulk" method): the input gathered during the input gradient, which
+// is reduce-scattered during the weight gradient. The GEMM slices carry the
+// whole GEMM's FLOPs; each reads the weight again, and a slice's smaller
+// shape runs at its own efficiency. The embedding and LM head keep their
+// calls (Megatron-LM's own layers, not Transformer Engine's).
 // These calls, and the MoE all-to-alls, sit in the kernel lists as entries of
 // their own.
 #pragma once

@@ -45,6 +45,7 @@ struct SearchOptions {
   std::string buckets = "2.5e8,1e9";
   std::string placements = "consecutive,leaf-aware";
   std::string expert_parallel;  // empty: the space's default
+  std::string tp_comm_overlap = "off";
   bool show_rejected = false;
   std::string csv;
   std::string h5;
@@ -125,6 +126,11 @@ sim::SearchSpace parse_space(const SearchOptions& options) {
     for (const long long size : positive_integers("--expert-parallel", options.expert_parallel, 1 << 16)) {
       space.expert_parallel.push_back(static_cast<int>(size));
     }
+  }
+  space.tp_comm_overlap.clear();
+  for (const auto& item : split_list("--tp-comm-overlap", options.tp_comm_overlap)) {
+    if (item != "off" && item != "on") throw std::invalid_argument("--tp-comm-overlap: '" + item + "' is not off or on");
+    space.tp_comm_overlap.push_back(item == "on");
   }
   return space;
 }
@@ -298,6 +304,9 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--expert-parallel", options->expert_parallel,
                      "MoE models: expert-parallel sizes to try, each above 1 in both layouts (E+D, D+E); "
                      "default: 1 and the node's GPUs");
+  command->add_option("--tp-comm-overlap", options->tp_comm_overlap,
+                      "Megatron-LM layouts with tensor parallelism: TP comm overlap off, on, or both (off,on)")
+      ->capture_default_str();
   command->add_option("--csv", options->csv, "Write every candidate, estimated and simulated numbers, as CSV");
   command->add_option("--h5", options->h5, "Write every candidate as an HDF5 table (/candidates)");
   command->add_flag("--json", options->json, "Print the ranked table and Pareto front as JSON");

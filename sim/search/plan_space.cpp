@@ -109,16 +109,22 @@ std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::Mode
       if ((t == 1 && p == 1) || p > model.layers || model.layers % p != 0 || gpus % (t * p) != 0) continue;
       for (int v : {1, 2}) {
         if (v == 2 && (p == 1 || model.layers % (2 * p) != 0)) continue;
-        Plan plan = preset;
-        plan.name = "megatron-t" + std::to_string(t) + "-p" + std::to_string(p) + (v > 1 ? "-v" + std::to_string(v) : "");
-        plan.model_parallel.tensor = t;
-        plan.model_parallel.pipeline = p;
-        plan.model_parallel.virtual_stages = v;
-        plan.model_parallel.sequence_parallel = t > 1;
-        plan.sources = {"Megatron-LM layout enumerated by shardsim search: tensor " + std::to_string(t) + ", pipeline " +
-                            std::to_string(p) + " x " + std::to_string(v) + " virtual stages; the rest as megatron-tp4-pp4",
-                        preset.sources.at(1)};
-        plans.push_back(std::move(plan));
+        for (bool overlap : space.tp_comm_overlap) {
+          if (overlap && t == 1) continue;
+          Plan plan = preset;
+          plan.name = "megatron-t" + std::to_string(t) + "-p" + std::to_string(p) + (v > 1 ? "-v" + std::to_string(v) : "") +
+                      (overlap ? "-tp-overlap" : "");
+          plan.model_parallel.tensor = t;
+          plan.model_parallel.pipeline = p;
+          plan.model_parallel.virtual_stages = v;
+          plan.model_parallel.sequence_parallel = t > 1;
+          plan.model_parallel.tp_comm_overlap = overlap;
+          plan.sources = {"Megatron-LM layout enumerated by shardsim search: tensor " + std::to_string(t) + ", pipeline " +
+                              std::to_string(p) + " x " + std::to_string(v) + " virtual stages" +
+                              (overlap ? ", TP comm overlap" : "") + "; the rest as megatron-tp4-pp4",
+                          preset.sources.at(1)};
+          plans.push_back(std::move(plan));
+        }
       }
     }
   }

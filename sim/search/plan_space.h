@@ -23,7 +23,10 @@
 // divides the layers (t = p = 1 is plain data parallelism, left to ZeRO-1),
 // and 1 or 2 virtual stages (2 only where p > 1 and the layers split into
 // 2p chunks); sequence parallelism is on whenever t > 1, as Megatron
-// recommends. ZeroPP candidates are the preset zero-pipeline-pp4 with every
+// recommends; TP comm overlap as `tp_comm_overlap` lists (by default off,
+// Megatron-LM's default: its slices triple a tensor-parallel step's ops and
+// the time to simulate it; with it on the plan's name gains "-tp-overlap").
+// ZeroPP candidates are the preset zero-pipeline-pp4 with every
 // p of `pipeline_stages` (2 chunks per stage), scheduling units of p and 2p
 // micro-batches (u v = 2p is the smallest unit that covers a round trip,
 // 4p hides slower backward passes too), ZeRO-3 over a node or over the whole
@@ -65,6 +68,7 @@ struct SearchSpace {
   std::vector<topology::PlacementPolicy> placements = {topology::PlacementPolicy::consecutive,
                                                        topology::PlacementPolicy::leaf_aware};
   std::vector<int> expert_parallel;  // empty: 1 and min(experts, GPUs per node)
+  std::vector<bool> tp_comm_overlap = {false};  // Megatron-LM layouts with t > 1
 };
 
 struct Candidate {
