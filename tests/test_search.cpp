@@ -79,7 +79,10 @@ TEST_CASE("on a pipeline, the estimate plays one rank per stage and equals the a
   model.layers = 8;
   // (plan, data-parallel size): 16 GPUs each.
   const std::vector<std::pair<const char*, int>> plans = {
-      {"megatron-tp4-pp4", 1}, {"megatron-tp8-pp8-interleaved", 1}, {"zero-pipeline-pp4", 4}};
+      {"megatron-tp4-pp4", 1},
+      {"megatron-tp8-pp8-interleaved", 1},
+      {"megatron-tp8-pp8-tp-overlap", 1},
+      {"zero-pipeline-pp4", 4}};
   for (const auto& [name, data_parallel] : plans) {
     workloads::StepConfig config;
     config.model = model;
