@@ -68,7 +68,9 @@ double head_activation_bytes_per_token(const ModelSpec& model, const TrainingCon
 
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
                                          const ModelParallelism& parallel) {
-  const double tokens = static_cast<double>(training.tokens_per_micro_batch());
+  // DeepSpeed-Ulysses holds 1/u of the tokens outside attention and 1/u of
+  // the heads inside it: 1/u of every per-token activation.
+  const double tokens = static_cast<double>(training.tokens_per_micro_batch()) / parallel.ulysses;
   ActivationFootprint footprint;
   double largest_layer = 0;
   for (int layer = 0; layer < model.layers; ++layer) {

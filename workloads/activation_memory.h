@@ -55,7 +55,8 @@ double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig&
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
                                        const ModelParallelism& parallel = {});
 
-// One micro-batch of one rank holding every layer (no pipeline).
+// One micro-batch of one rank holding every layer (no pipeline), its share of
+// the tokens under DeepSpeed-Ulysses.
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
                                          const ModelParallelism& parallel = {});
 

@@ -93,11 +93,6 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     reader.fail("model_parallel", "system \"zero_pipeline\" needs the pipeline: {\"pipeline\": p, \"scheduling_unit\": u}");
   }
   if (reader.has("model_parallel")) {
-    if (plan.system != ShardingSystem::megatron && !zero_pipeline) {
-      reader.fail("model_parallel", "tensor and pipeline parallelism are modelled as Megatron-LM runs them (system "
-                                    "\"megatron\") or as ZeroPP's TP-free pipeline (system \"zero_pipeline\"); "
-                                    "ZeRO-2/3 combined with tensor parallelism is not modelled yet");
-    }
     auto parallel = reader.object("model_parallel");
     ModelParallelism& mp = plan.model_parallel;
     const auto degree = [&](const std::string& key) {
@@ -105,25 +100,41 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       if (value > (1 << 16)) parallel.fail(key, "must be at most 65536, got " + std::to_string(value));
       return static_cast<int>(value);
     };
-    if (!zero_pipeline || parallel.has("tensor")) mp.tensor = degree("tensor");
-    mp.pipeline = degree("pipeline");
-    if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
-    if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
-    if (parallel.has("tp_comm_overlap")) mp.tp_comm_overlap = parallel.boolean("tp_comm_overlap");
-    if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
-    parallel.finish();
-    if (zero_pipeline && mp.tensor != 1) {
-      reader.fail("model_parallel.tensor", "ZeroPP's pipeline is TP-free: tensor must be 1, got " + std::to_string(mp.tensor));
-    }
-    if (mp.virtual_stages > 1 && mp.pipeline < 2) {
-      reader.fail("model_parallel.virtual_stages", "interleaving needs at least 2 pipeline stages");
-    }
-    if (mp.sequence_parallel && mp.tensor < 2) {
-      reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");
-    }
-    if (mp.tp_comm_overlap && !mp.sequence_parallel) {
-      reader.fail("model_parallel.tp_comm_overlap", "overlaps the sequence-parallel gathers and reduce-scatters: needs "
-                                                    "sequence_parallel (Megatron-LM asserts it)");
+    if (plan.system != ShardingSystem::megatron && !zero_pipeline) {
+      // The data-parallel systems take DeepSpeed-Ulysses and nothing else.
+      const auto keys = parallel.take_all_keys();
+      if (keys != std::vector<std::string>{"ulysses"}) {
+        reader.fail("model_parallel", "tensor and pipeline parallelism are modelled as Megatron-LM runs them (system "
+                                      "\"megatron\") or as ZeroPP's TP-free pipeline (system \"zero_pipeline\"); "
+                                      "ZeRO-2/3 combined with tensor parallelism is not modelled yet (the data-parallel "
+                                      "systems take {\"ulysses\": u} alone, DeepSpeed-Ulysses sequence parallelism)");
+      }
+      mp.ulysses = degree("ulysses");
+    } else {
+      if (parallel.has("ulysses")) {
+        parallel.fail("ulysses", "DeepSpeed-Ulysses is modelled with the data-parallel systems (zero, fsdp, mics, "
+                                 "zeropp, amsp), not with pipelines");
+      }
+      if (!zero_pipeline || parallel.has("tensor")) mp.tensor = degree("tensor");
+      mp.pipeline = degree("pipeline");
+      if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
+      if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
+      if (parallel.has("tp_comm_overlap")) mp.tp_comm_overlap = parallel.boolean("tp_comm_overlap");
+      if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
+      parallel.finish();
+      if (zero_pipeline && mp.tensor != 1) {
+        reader.fail("model_parallel.tensor", "ZeroPP's pipeline is TP-free: tensor must be 1, got " + std::to_string(mp.tensor));
+      }
+      if (mp.virtual_stages > 1 && mp.pipeline < 2) {
+        reader.fail("model_parallel.virtual_stages", "interleaving needs at least 2 pipeline stages");
+      }
+      if (mp.sequence_parallel && mp.tensor < 2) {
+        reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");
+      }
+      if (mp.tp_comm_overlap && !mp.sequence_parallel) {
+        reader.fail("model_parallel.tp_comm_overlap", "overlaps the sequence-parallel gathers and reduce-scatters: needs "
+                                                      "sequence_parallel (Megatron-LM asserts it)");
+      }
     }
   }
   if (reader.has("experts")) {
@@ -211,6 +222,19 @@ void check_expert_system(const Plan& plan, const std::string& file) {
                       "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
                       "not yet with Megatron-LM's or ZeroPP's model parallelism");
   }
+  if (plan.experts.parallel > 1 && plan.model_parallel.ulysses > 1) {
+    throw_input_error(file, "experts.parallel", "expert parallelism together with DeepSpeed-Ulysses is not modelled yet");
+  }
+}
+
+void check_ulysses_system(const Plan& plan, const std::string& file) {
+  if (plan.model_parallel.ulysses > 1 &&
+      (plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline)) {
+    throw_input_error(file, "model_parallel.ulysses",
+                      "DeepSpeed-Ulysses is modelled with the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
+                      "not with pipelines");
+  }
+  check_expert_system(plan, file);
 }
 
 ExpertShardingFactors resolve_expert_factors(const Plan& plan, int experts, const ShardingFactors& factors,

@@ -59,6 +59,18 @@
 //
 //   "model_parallel": {"pipeline": 8, "virtual_stages": 2, "scheduling_unit": 8}
 //
+// The data-parallel systems take one field of the block, DeepSpeed-Ulysses
+// sequence parallelism (Jacobs et al. 2023, arXiv:2309.14509; DeepSpeed's
+// sequence_parallel_size; TECHNIQUES.md section 6):
+//
+//   "model_parallel": {"ulysses": 4}
+//
+// u consecutive ranks split each micro-batch's sequence u ways; an all-to-all
+// over them before the attention core trades that for 1/u of the heads on
+// the whole sequence, one after it trades back (transformer_kernels.h).
+// Model states stay sharded over all the ranks as the factors say; the
+// global batch is split over GPUs / u groups.
+//
 // An optional "experts" block gives a MoE model's expert parallelism under
 // the data-parallel systems (DeepSpeed-MoE's ep_size; TECHNIQUES.md section 6):
 //
@@ -129,6 +141,7 @@ struct ModelParallelism {
   bool sequence_parallel = false;
   int scheduling_unit = 1;  // zero_pipeline: micro-batches per unit
   bool tp_comm_overlap = false;
+  int ulysses = 1;  // DeepSpeed-Ulysses sequence parallelism (data-parallel systems)
 
   int gpus_per_replica() const { return tensor * pipeline; }
   // How many ways hidden states between blocks are split along the sequence.
@@ -179,6 +192,9 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
 // Throws InputError naming `file` and experts.parallel when a plan with
 // pipelines (Megatron-LM, ZeroPP) splits its experts: not modelled yet.
 void check_expert_system(const Plan& plan, const std::string& file);
+// The same for model_parallel.ulysses > 1 under Megatron-LM or ZeroPP, and
+// for Ulysses together with expert parallelism (then check_expert_system).
+void check_ulysses_system(const Plan& plan, const std::string& file);
 
 struct ExpertShardingFactors {
   int data_parallel = 1;  // the expert-data-parallel size

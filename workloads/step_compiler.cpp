@@ -1,5 +1,6 @@
 #include "workloads/step_compiler.h"
 
+#include "topology/json_input.h"
 #include "workloads/memory_model.h"
 #include "workloads/model_parallel_step.h"
 #include "workloads/op_writer.h"
@@ -17,7 +18,8 @@ namespace shardsim::workloads {
 
 namespace {
 
-enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream, expert_stream };
+// all_to_all_stream: the MoE dispatch and combine, or DeepSpeed-Ulysses' exchanges (never both, plan.h).
+enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream, all_to_all_stream };
 
 class StepBuilder : OpWriter {
  public:
@@ -97,6 +99,7 @@ class StepBuilder : OpWriter {
   StateGroup dense_, experts_;
   ExpertShardingFactors expert_factors_;
   std::optional<int> expert_parallel_;  // the MoE all-to-all communicator
+  std::optional<int> ulysses_;          // DeepSpeed-Ulysses' all-to-all communicator
   std::vector<ModuleWork> modules_;
   std::vector<double> module_offset_;  // first element of each module in its state group's flat buffer
   std::int64_t accumulation_ = 1;
@@ -165,10 +168,11 @@ StepBuilder::GroupSlot StepBuilder::expert_slot(int rank) const {
 }
 
 OpWriter::CallRoute StepBuilder::route(CallGroup group) const {
-  if (group != CallGroup::expert_parallel || !expert_parallel_) {
-    throw std::logic_error("StepBuilder: a model-parallel call without its group");
-  }
-  return {*expert_parallel_, expert_stream};
+  const std::optional<int>& communicator = group == CallGroup::expert_parallel   ? expert_parallel_
+                                           : group == CallGroup::sequence_parallel ? ulysses_
+                                                                                   : std::optional<int>{};
+  if (!communicator) throw std::logic_error("StepBuilder: a model-parallel call without its group");
+  return {*communicator, all_to_all_stream};
 }
 
 void StepBuilder::set_resident_memory() {
@@ -441,8 +445,11 @@ void StepBuilder::build() {
   dense_.secondary_group = c.plan.secondary_parameter_group;
   make_communicators(dense_, "", [](int r) { return GroupSlot{0, r}; });
   make_expert_groups();
-  accumulation_ = gradient_accumulation_steps(c.training, c.data_parallel, c.training_file);
-  modules_ = transformer_modules(c.model, c.training, {}, c.plan.experts);
+  accumulation_ = micro_batches_per_step(c);
+  // DeepSpeed-Ulysses: u consecutive ranks share each micro-batch.
+  const int u = config_.plan.model_parallel.ulysses;
+  ulysses_ = communicator("ulysses", u, [u](int r) { return r / u; });
+  modules_ = transformer_modules(c.model, c.training, c.plan.model_parallel, c.plan.experts);
   for (std::size_t module = 0; module < modules_.size(); ++module) {
     StateGroup& states = &states_of(module) == &dense_ ? dense_ : experts_;
     module_offset_.push_back(states.parameters);
@@ -505,6 +512,16 @@ void StepBuilder::schedule_parameter_fetches() {
 
 }  // namespace
 
+std::int64_t micro_batches_per_step(const StepConfig& config) {
+  const int u = config.plan.model_parallel.ulysses;
+  if (config.data_parallel % u != 0) {
+    throw_input_error(config.plan_file, "model_parallel.ulysses",
+                      std::to_string(u) + " does not divide the " + std::to_string(config.data_parallel) +
+                          " data-parallel GPUs");
+  }
+  return gradient_accumulation_steps(config.training, config.data_parallel / u, config.training_file);
+}
+
 Program compile_step(const StepConfig& config) {
   if (config.plan.system == ShardingSystem::megatron) return compile_model_parallel_step(config);
   if (config.plan.system == ShardingSystem::zero_pipeline) return compile_zero_pipeline_step(config);
@@ -512,6 +529,7 @@ Program compile_step(const StepConfig& config) {
   program.ranks = config.data_parallel;
   program.streams = {"compute", "parameter_gather", "gradient_reduce", "optimizer_reduce", "parameter_update"};
   if (config.plan.experts.parallel > 1) program.streams.push_back("expert_all_to_all");
+  if (config.plan.model_parallel.ulysses > 1) program.streams.push_back("ulysses_all_to_all");
   program.programs.emplace_back();
   program.program_of_rank.assign(static_cast<std::size_t>(config.data_parallel), 0);
   StepBuilder builder(config, program);
@@ -525,6 +543,7 @@ Program compile_step(const StepConfig& config) {
   if (config.plan.experts.parallel > 1) {
     program.description["experts"] = expert_description(config.plan, builder.expert_factors());
   }
+  if (config.plan.model_parallel.ulysses > 1) program.description["ulysses"] = config.plan.model_parallel.ulysses;
   return program;
 }
 

@@ -202,7 +202,16 @@ void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameter
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel, const ExpertParallelism& experts) {
   if (model.has_mla) throw InputError(model.name + ": MLA layers are parsed but not yet compiled into a training step");
-  const int t = parallel.tensor;
+  const int t = parallel.tensor, u = parallel.ulysses;
+  if (u > 1 && t > 1) throw InputError(model.name + ": DeepSpeed-Ulysses is compiled without tensor parallelism");
+  for (const auto& [what, count] : {std::pair{"heads", std::int64_t{model.heads}},
+                                    std::pair{"kv_heads", std::int64_t{model.kv_heads}},
+                                    std::pair{"sequence_length", training.sequence_length}}) {
+    if (count % u != 0) {
+      throw InputError(model.name + ": " + what + " (" + std::to_string(count) + ") must divide over the " +
+                       std::to_string(u) + " DeepSpeed-Ulysses GPUs");
+    }
+  }
   if (model.has_moe && t > 1) {
     throw InputError(model.name + ": MoE layers are compiled without tensor parallelism for now (tensor " +
                      std::to_string(t) + ")");
@@ -218,7 +227,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   Shapes x{};
   x.batch = static_cast<double>(training.micro_batch_size);
   x.sequence = static_cast<double>(training.sequence_length);
-  x.tokens = x.batch * x.sequence;
+  x.tokens = x.batch * x.sequence / u;  // this GPU's part of the sequence under DeepSpeed-Ulysses
   x.hidden = static_cast<double>(model.hidden);
   // This GPU's heads, MLP width and vocabulary (Megatron pads the vocabulary
   // to a multiple of the group).
@@ -235,6 +244,28 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   const double local_tokens = T / parallel.sequence_shards();  // what norms and residuals see
   const bool swiglu = model.mlp == MlpKind::swiglu;
   const double activation_bytes = x.e * T * h;  // one hidden-state tensor of the micro-batch
+
+  // DeepSpeed-Ulysses over u GPUs: the attention core runs on the whole
+  // sequence for 1/u of the heads, reached by an all-to-all of this GPU's
+  // q, k and v (one call for the three) and left by one of the context; the
+  // backward mirrors them. Each call waits for the kernel before it, the
+  // kernel after waits for it: nothing overlaps them (DeepSpeed's
+  // DistributedAttention).
+  Shapes core = x;
+  core.tokens = x.tokens * u;
+  core.query = x.query / u;
+  core.kv = x.kv / u;
+  core.heads = x.heads / u;
+  const auto exchange = [&](std::vector<KernelSpec>& list, const std::string& name, double values_per_token) {
+    if (u == 1) return;
+    KernelSpec spec;
+    spec.name = name + ".all_to_all";
+    spec.call = ModelParallelCall{CallGroup::sequence_parallel, CollectiveOp::all_to_all, x.e * T * values_per_token};
+    list.push_back(spec);
+  };
+  const auto then_wait = [&](std::vector<KernelSpec>& list, std::size_t first) {
+    if (u > 1) list.at(first).waits_for_call = 1;
+  };
 
   // The calls around a block (nothing without tensor parallelism).
   const auto call = [&](const std::string& name, CollectiveOp op, double bytes) {
@@ -351,17 +382,28 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
     ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;
-    attention_core(x, training.flash_attention, core_forward, core_backward);
+    attention_core(core, training.flash_attention, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
     gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
     attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
+    exchange(attention.forward, "qkv", x.query + 2 * x.kv);
+    const std::size_t core_at = attention.forward.size();
     attention.forward.insert(attention.forward.end(), core_forward.begin(), core_forward.end());
+    then_wait(attention.forward, core_at);
+    exchange(attention.forward, "context", x.query);
+    const std::size_t out_proj_at = attention.forward.size();
     combined_gemm(attention.forward, "out_proj", x.query);
+    then_wait(attention.forward, out_proj_at);
     attention.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
     row_backward(attention.backward, "out_proj", x.query, h);
+    exchange(attention.backward, "context.backward", x.query);
+    const std::size_t core_backward_at = attention.backward.size();
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
+    then_wait(attention.backward, core_backward_at);
+    exchange(attention.backward, "qkv.backward", x.query + 2 * x.kv);
     attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
+    then_wait(attention.backward, attention.backward.size() - 1);
     column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
     attention.backward.push_back(waiting_for_call(elementwise("attention_norm.backward", x, 3 * local_tokens * h),
                                          after_combine));

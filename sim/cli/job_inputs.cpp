@@ -36,6 +36,10 @@ void add_job_options(CLI::App& command, JobOptions& options) {
                      "MoE models: E+D (expert-parallel groups on consecutive GPUs) or D+E (each expert's replicas "
                      "on consecutive GPUs); default: the plan's, else E+D")
       ->check(CLI::IsMember({"plan", "E+D", "D+E"}));
+  command.add_option("--ulysses", options.ulysses,
+                     "DeepSpeed-Ulysses: consecutive GPUs each micro-batch's sequence is split over, all-to-alls "
+                     "around attention (data-parallel systems; default: the plan's, else 1)")
+      ->check(CLI::Range(1, 1 << 16));
 }
 
 void add_plan_variant_options(CLI::App& command, JobOptions& options) {
@@ -89,7 +93,8 @@ JobInputs load_job_inputs(const JobOptions& options) {
   }
   if (options.expert_parallel > 0) step.plan.experts.parallel = options.expert_parallel;
   if (options.expert_layout != "plan") step.plan.experts.layout = topology::parse_moe_layout(options.expert_layout);
-  check_expert_system(step.plan, step.plan_file);
+  if (options.ulysses > 0) step.plan.model_parallel.ulysses = options.ulysses;
+  check_ulysses_system(step.plan, step.plan_file);
   apply_overlap_level(step.plan, options.overlap);
   if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
   if (!options.scale.empty()) {
@@ -101,7 +106,7 @@ JobInputs load_job_inputs(const JobOptions& options) {
   // Data-parallel groups of a tensor-parallel plan have gpus_per_node / t GPUs in a node.
   inputs.factors = resolve_factors(step.plan, step.data_parallel, step.gpus_per_node / step.plan.model_parallel.tensor,
                                    step.plan_file);
-  inputs.gradient_accumulation_steps = gradient_accumulation_steps(step.training, step.data_parallel, step.training_file);
+  inputs.gradient_accumulation_steps = micro_batches_per_step(step);
   return inputs;
 }
 

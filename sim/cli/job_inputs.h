@@ -31,6 +31,7 @@ struct JobOptions {
   std::string scale;      // workloads::JobScale, empty: the job as given
   int expert_parallel = 0;            // 0: as the plan says
   std::string expert_layout = "plan";  // or E+D / D+E
+  int ulysses = 0;                     // 0: as the plan says
   std::string overlap = "plan";    // or an overlap level (workloads::kOverlapLevels)
   std::string behaviour = "plan";  // or as_implemented / ideal
 };

@@ -66,6 +66,7 @@ int run_memory(const MemoryOptions& options) {
                           {"fits", fits}};
     for (const auto& [name, bytes] : parts) out["bytes"][name] = bytes;
     if (!experts.is_null()) out["experts"] = experts;
+    if (mp.ulysses > 1) out["ulysses"] = mp.ulysses;
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -81,6 +82,7 @@ int run_memory(const MemoryOptions& options) {
   std::printf("# plan %s (%s): f_P %d, f_G %d, f_OS %d\n", plan.name.c_str(), to_string(plan.system).c_str(),
               factors.parameters, factors.gradients, factors.optimizer);
   if (!experts.is_null()) print_experts_line(experts);
+  if (mp.ulysses > 1) print_ulysses_line(mp.ulysses);
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step; recompute %s, flash attention %s\n",
               static_cast<long long>(training.sequence_length), static_cast<long long>(training.micro_batch_size),
               static_cast<long long>(accumulation), to_string(training.recompute).c_str(),

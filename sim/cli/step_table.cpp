@@ -20,6 +20,12 @@ void print_memory(const sim::MemoryBytes& bytes) {
 
 }  // namespace
 
+void print_ulysses_line(int ulysses) {
+  std::printf("# DeepSpeed-Ulysses: each micro-batch's sequence split over %d consecutive GPUs, all-to-alls around "
+              "attention\n",
+              ulysses);
+}
+
 void print_experts_line(const nlohmann::json& experts) {
   const nlohmann::json& f = experts.at("factors");
   std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those; capacity factor %g\n",
@@ -59,6 +65,7 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
   }
   if (d.contains("experts")) print_experts_line(d.at("experts"));
+  if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
               d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),

@@ -16,6 +16,8 @@ namespace shardsim::cli {
 // The "# experts: ..." header line from a description's "experts" entry
 // (workloads::expert_description).
 void print_experts_line(const nlohmann::json& experts);
+// "# DeepSpeed-Ulysses: ..." for a plan whose sequence is split over u > 1 GPUs.
+void print_ulysses_line(int ulysses);
 
 // `title` opens the first line: "shardsim run", "shardsim exec".
 void print_step_table(const std::string& title, const workloads::Program& program, const sim::StepTimeline& timeline,
