@@ -1,5 +1,5 @@
 // The CPU executor for real, under mpirun with 4 ranks (CTest starts it so):
-// the measured timeline of ZeRO-3, ZeRO-1, AMSP and Megatron TP steps is complete and
+// the measured timeline of ZeRO-3 (also under Ulysses), ZeRO-1, AMSP and Megatron TP steps is complete and
 // consistent: every op ran once, none before its dependencies or the
 // previous op of its stream ended, and the members of every collective call
 // were in it together. Every rank runs every test case (the executor is
@@ -89,6 +89,12 @@ TEST_CASE("ZeRO-3 runs for real: every op once, causal, collective members toget
 
 TEST_CASE("ZeRO-1 with gradient accumulation runs for real", "[executor]") {
   run_and_check(scaled_program(load_plan("zero1"), 3));
+}
+
+TEST_CASE("ZeRO-3 under DeepSpeed-Ulysses over 2 ranks (all-to-alls around attention) runs for real", "[executor]") {
+  Plan plan = load_plan("zero3");
+  plan.model_parallel.ulysses = 2;
+  run_and_check(scaled_program(plan, 2, 4, "layers=2,hidden=256,ffn=688,vocab=512,seq=64"));
 }
 
 TEST_CASE("Megatron TP 4 with TP comm overlap (ring-exchange send_recv, sliced reduce-scatters) runs for real",
