@@ -215,9 +215,16 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
   return f;
 }
 
+namespace {
+
+bool has_pipelines(const Plan& plan) {
+  return plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline;
+}
+
+}  // namespace
+
 void check_expert_system(const Plan& plan, const std::string& file) {
-  if (plan.experts.parallel > 1 &&
-      (plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline)) {
+  if (plan.experts.parallel > 1 && has_pipelines(plan)) {
     throw_input_error(file, "experts.parallel",
                       "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
                       "not yet with Megatron-LM's or ZeroPP's model parallelism");
@@ -228,8 +235,7 @@ void check_expert_system(const Plan& plan, const std::string& file) {
 }
 
 void check_ulysses_system(const Plan& plan, const std::string& file) {
-  if (plan.model_parallel.ulysses > 1 &&
-      (plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline)) {
+  if (plan.model_parallel.ulysses > 1 && has_pipelines(plan)) {
     throw_input_error(file, "model_parallel.ulysses",
                       "DeepSpeed-Ulysses is modelled with the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
                       "not with pipelines");

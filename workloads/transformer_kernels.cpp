@@ -3,6 +3,9 @@
 #include "topology/json_input.h"
 #include "workloads/activation_memory.h"
 
+#include <initializer_list>
+#include <utility>
+
 namespace shardsim::workloads {
 
 namespace {
@@ -204,26 +207,22 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   if (model.has_mla) throw InputError(model.name + ": MLA layers are parsed but not yet compiled into a training step");
   const int t = parallel.tensor, u = parallel.ulysses;
   if (u > 1 && t > 1) throw InputError(model.name + ": DeepSpeed-Ulysses is compiled without tensor parallelism");
-  for (const auto& [what, count] : {std::pair{"heads", std::int64_t{model.heads}},
-                                    std::pair{"kv_heads", std::int64_t{model.kv_heads}},
-                                    std::pair{"sequence_length", training.sequence_length}}) {
-    if (count % u != 0) {
-      throw InputError(model.name + ": " + what + " (" + std::to_string(count) + ") must divide over the " +
-                       std::to_string(u) + " DeepSpeed-Ulysses GPUs");
-    }
-  }
   if (model.has_moe && t > 1) {
     throw InputError(model.name + ": MoE layers are compiled without tensor parallelism for now (tensor " +
                      std::to_string(t) + ")");
   }
-  for (const auto& [what, count] : {std::pair{"heads", std::int64_t{model.heads}},
-                                    std::pair{"kv_heads", std::int64_t{model.kv_heads}},
-                                    std::pair{"ffn_hidden", model.ffn_hidden}}) {
-    if (count % t != 0) {
-      throw InputError(model.name + ": " + what + " (" + std::to_string(count) + ") must divide over the " +
-                       std::to_string(t) + " tensor-parallel GPUs");
+  using Count = std::pair<const char*, std::int64_t>;
+  const auto require_split = [&](int ways, const char* over, std::initializer_list<Count> counts) {
+    for (const auto& [what, count] : counts) {
+      if (count % ways != 0) {
+        throw InputError(model.name + ": " + what + " (" + std::to_string(count) + ") must divide over the " +
+                         std::to_string(ways) + " " + over + " GPUs");
+      }
     }
-  }
+  };
+  const Count heads{"heads", model.heads}, kv_heads{"kv_heads", model.kv_heads};
+  require_split(u, "DeepSpeed-Ulysses", {heads, kv_heads, {"sequence_length", training.sequence_length}});
+  require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
   Shapes x{};
   x.batch = static_cast<double>(training.micro_batch_size);
   x.sequence = static_cast<double>(training.sequence_length);
