@@ -59,6 +59,13 @@
 // whole GEMM's FLOPs; each reads the weight again, and a slice's smaller
 // shape runs at its own efficiency. The embedding and LM head keep their
 // calls (Megatron-LM's own layers, not Transformer Engine's).
+//
+// DeepSpeed-Ulysses over u GPUs (ModelParallelism::ulysses, data-parallel
+// systems): each GPU holds T / u of the micro-batch's tokens for every
+// kernel but the attention core, which runs on the whole sequence for 1/u of
+// the heads; an all-to-all of q, k and v (one call) leads into it, one of
+// the context out of it, and the backward mirrors both, nothing overlapping
+// them.
 // These calls, and the MoE all-to-alls, sit in the kernel lists as entries of
 // their own.
 #pragma once
@@ -123,9 +130,10 @@ struct ModuleWork : ModuleParameters {
 // divide the routed experts; resolve_expert_factors in plan.h checks plans);
 // `parameters` of each module is then the GPU's part (norms and learned
 // positions whole, every other tensor 1/t; routed experts E / ep of them).
-// Throws InputError (naming the model) for MLA models, MoE models under
-// tensor parallelism, or heads, key/value heads or the MLP width that t does
-// not divide.
+// Throws InputError (naming the model) for MLA models, MoE models or
+// Ulysses under tensor parallelism, heads, key/value heads or the MLP width
+// that t does not divide, or heads, key/value heads or the sequence that u
+// does not divide.
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
