@@ -201,6 +201,19 @@ TEST_CASE("memory answers as a table or as one JSON object", "[cli][memory]") {
           Approx(5.5 * psi));
   REQUIRE(answer["fits"].get<bool>() == (answer["total_bytes"].get<double>() <= answer["gpu_memory_bytes"].get<double>()));
   REQUIRE(answer["gradient_accumulation_steps"] == 128);
+
+  // DeepSpeed-Ulysses over 4: four times the micro-batches, a quarter of the
+  // activations each; --scale's micro_batches still counts each rank's.
+  const Result ulysses = run(scratch, "memory --model llama-7b --plan zero1 --gpus 8 --ulysses 4 --json");
+  REQUIRE(ulysses.exit_code == 0);
+  const auto split = nlohmann::json::parse(ulysses.out);
+  REQUIRE(split["ulysses"] == 4);
+  REQUIRE(split["gradient_accumulation_steps"] == 512);
+  REQUIRE(split["bytes"]["activations"].get<double>() == Approx(bytes["activations"].get<double>() / 4));
+  const Result scaled = run(scratch, "memory --model llama-7b --plan zero3 --gpus 8 --ulysses 4 --json "
+                                     "--scale layers=2,hidden=512,seq=256,micro_batches=3");
+  REQUIRE(scaled.exit_code == 0);
+  REQUIRE(nlohmann::json::parse(scaled.out)["gradient_accumulation_steps"] == 3);
 }
 
 TEST_CASE("bad memory questions exit with 2 and say why", "[cli][errors][memory]") {

@@ -99,7 +99,11 @@ JobInputs load_job_inputs(const JobOptions& options) {
   if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
   if (!options.scale.empty()) {
     inputs.scale = parse_job_scale(options.scale);
-    apply_job_scale(inputs.scale, step.data_parallel, step.model, step.training);
+    // micro_batches counts each rank's micro-batches: under DeepSpeed-Ulysses
+    // u ranks share each one, so the batch covers data-parallel / u of them.
+    const int u = step.plan.model_parallel.ulysses;
+    apply_job_scale(inputs.scale, step.data_parallel % u == 0 ? step.data_parallel / u : step.data_parallel, step.model,
+                    step.training);
   }
   // These checks name the file at fault before anything is compiled.
   check_sequence_length(step.training, step.model, step.training_file);
