@@ -170,7 +170,7 @@ TEST_CASE("Ulysses plans that cannot run are refused naming the file and the fie
   REQUIRE_THROWS_WITH(parse_plan(megatron, "m.json"), Catch::Contains("m.json: model_parallel.ulysses"));
   Plan pipeline = load_plan("zero-pipeline-pp4");
   pipeline.model_parallel.ulysses = 2;
-  REQUIRE_THROWS_WITH(check_ulysses_system(pipeline, "z.json"), Catch::Contains("z.json: model_parallel.ulysses"));
+  REQUIRE_THROWS_WITH(check_parallelism_system(pipeline, "z.json"), Catch::Contains("z.json: model_parallel.ulysses"));
 
   StepConfig uneven = ulysses("zero3", 3);  // 16 GPUs
   REQUIRE_THROWS_WITH(compile_step(uneven), Catch::Contains("plan.json: model_parallel.ulysses") &&

@@ -111,10 +111,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       }
       mp.ulysses = degree("ulysses");
     } else {
-      if (parallel.has("ulysses")) {
-        parallel.fail("ulysses", "DeepSpeed-Ulysses is modelled with the data-parallel systems (zero, fsdp, mics, "
-                                 "zeropp, amsp), not with pipelines");
-      }
+      if (parallel.has("ulysses")) mp.ulysses = degree("ulysses");  // refused below
       if (!zero_pipeline || parallel.has("tensor")) mp.tensor = degree("tensor");
       mp.pipeline = degree("pipeline");
       if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
@@ -145,8 +142,8 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     if (experts.has("layout")) plan.experts.layout = topology::parse_moe_layout(experts.choice("layout", {"E+D", "D+E"}));
     if (experts.has("capacity_factor")) plan.experts.capacity_factor = experts.positive_number("capacity_factor");
     experts.finish();
-    check_expert_system(plan, file);
   }
+  check_parallelism_system(plan, file);
   plan.sources = reader.string_list("sources");
   reader.finish();
   return plan;
@@ -223,7 +220,12 @@ bool has_pipelines(const Plan& plan) {
 
 }  // namespace
 
-void check_expert_system(const Plan& plan, const std::string& file) {
+void check_parallelism_system(const Plan& plan, const std::string& file) {
+  if (plan.model_parallel.ulysses > 1 && has_pipelines(plan)) {
+    throw_input_error(file, "model_parallel.ulysses",
+                      "DeepSpeed-Ulysses is modelled with the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
+                      "not with pipelines");
+  }
   if (plan.experts.parallel > 1 && has_pipelines(plan)) {
     throw_input_error(file, "experts.parallel",
                       "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
@@ -232,15 +234,6 @@ void check_expert_system(const Plan& plan, const std::string& file) {
   if (plan.experts.parallel > 1 && plan.model_parallel.ulysses > 1) {
     throw_input_error(file, "experts.parallel", "expert parallelism together with DeepSpeed-Ulysses is not modelled yet");
   }
-}
-
-void check_ulysses_system(const Plan& plan, const std::string& file) {
-  if (plan.model_parallel.ulysses > 1 && has_pipelines(plan)) {
-    throw_input_error(file, "model_parallel.ulysses",
-                      "DeepSpeed-Ulysses is modelled with the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
-                      "not with pipelines");
-  }
-  check_expert_system(plan, file);
 }
 
 ExpertShardingFactors resolve_expert_factors(const Plan& plan, int experts, const ShardingFactors& factors,

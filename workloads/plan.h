@@ -189,12 +189,11 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
 // Throws InputError naming `file` and experts.parallel unless it divides the
 // data-parallel size and `experts`, the routed experts of each MoE layer
 // (0: a dense model, which takes no expert parallelism).
-// Throws InputError naming `file` and experts.parallel when a plan with
-// pipelines (Megatron-LM, ZeroPP) splits its experts: not modelled yet.
-void check_expert_system(const Plan& plan, const std::string& file);
-// The same for model_parallel.ulysses > 1 under Megatron-LM or ZeroPP, and
-// for Ulysses together with expert parallelism (then check_expert_system).
-void check_ulysses_system(const Plan& plan, const std::string& file);
+// Throws InputError naming `file` and the field for what is not modelled
+// yet: a plan with pipelines (Megatron-LM, ZeroPP) splitting its experts
+// (experts.parallel) or under DeepSpeed-Ulysses (model_parallel.ulysses),
+// and Ulysses together with expert parallelism (experts.parallel).
+void check_parallelism_system(const Plan& plan, const std::string& file);
 
 struct ExpertShardingFactors {
   int data_parallel = 1;  // the expert-data-parallel size

@@ -447,7 +447,7 @@ void StepBuilder::build() {
   make_expert_groups();
   accumulation_ = micro_batches_per_step(c);
   // DeepSpeed-Ulysses: u consecutive ranks share each micro-batch.
-  const int u = config_.plan.model_parallel.ulysses;
+  const int u = c.plan.model_parallel.ulysses;
   ulysses_ = communicator("ulysses", u, [u](int r) { return r / u; });
   modules_ = transformer_modules(c.model, c.training, c.plan.model_parallel, c.plan.experts);
   for (std::size_t module = 0; module < modules_.size(); ++module) {
@@ -512,14 +512,18 @@ void StepBuilder::schedule_parameter_fetches() {
 
 }  // namespace
 
-std::int64_t micro_batches_per_step(const StepConfig& config) {
+int batch_replicas(const StepConfig& config) {
   const int u = config.plan.model_parallel.ulysses;
   if (config.data_parallel % u != 0) {
     throw_input_error(config.plan_file, "model_parallel.ulysses",
                       std::to_string(u) + " does not divide the " + std::to_string(config.data_parallel) +
                           " data-parallel GPUs");
   }
-  return gradient_accumulation_steps(config.training, config.data_parallel / u, config.training_file);
+  return config.data_parallel / u;
+}
+
+std::int64_t micro_batches_per_step(const StepConfig& config) {
+  return gradient_accumulation_steps(config.training, batch_replicas(config), config.training_file);
 }
 
 Program compile_step(const StepConfig& config) {

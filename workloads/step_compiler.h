@@ -77,11 +77,14 @@ struct StepConfig {
   int ranks() const { return data_parallel * plan.model_parallel.gpus_per_replica(); }
 };
 
-// Micro-batches each rank runs per step: the global batch over the
-// data-parallel replicas, which DeepSpeed-Ulysses counts as groups of u ranks
-// sharing each micro-batch. Throws InputError naming the plan file and
-// model_parallel.ulysses when u does not divide the data-parallel size, the
-// training file when the batch does not split.
+// The data-parallel replicas the global batch is split over: the
+// data-parallel size, over u under DeepSpeed-Ulysses (u ranks share each
+// micro-batch). Throws InputError naming the plan file and
+// model_parallel.ulysses when u does not divide the data-parallel size.
+int batch_replicas(const StepConfig& config);
+
+// Micro-batches each rank runs per step: the global batch over the batch
+// replicas; throws InputError naming the training file when it does not split.
 std::int64_t micro_batches_per_step(const StepConfig& config);
 
 // Throws InputError for plans or batches that do not fit the data-parallel

@@ -85,6 +85,14 @@ void attention_core(const Shapes& x, bool flash, std::vector<KernelSpec>& forwar
   backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
 }
 
+// A call over a model-parallel group, as a kernel list carries it.
+KernelSpec group_call(const std::string& name, CallGroup group, CollectiveOp op, double bytes) {
+  KernelSpec spec;
+  spec.name = name;
+  spec.call = ModelParallelCall{group, op, bytes};
+  return spec;
+}
+
 KernelSpec waiting_for_call(KernelSpec spec, int k) {
   spec.waits_for_call = k;
   return spec;
@@ -148,11 +156,9 @@ void moe_block(const ModelSpec& model, const Shapes& x, const ExpertParallelism&
   const double routed_bytes = x.e * copies * h;
   const bool exchange = ep > 1;
   const auto all_to_all = [&](std::vector<KernelSpec>& list, const std::string& name) {
-    if (!exchange) return;
-    KernelSpec spec;
-    spec.name = name + ".all_to_all";
-    spec.call = ModelParallelCall{CallGroup::expert_parallel, CollectiveOp::all_to_all, routed_bytes};
-    list.push_back(spec);
+    if (exchange) {
+      list.push_back(group_call(name + ".all_to_all", CallGroup::expert_parallel, CollectiveOp::all_to_all, routed_bytes));
+    }
   };
   const int after_exchange = exchange ? 1 : 0;
   experts.forward.push_back(elementwise("permute", x, T * h + copies * h));
@@ -256,22 +262,18 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   core.kv = x.kv / u;
   core.heads = x.heads / u;
   const auto exchange = [&](std::vector<KernelSpec>& list, const std::string& name, double values_per_token) {
-    if (u == 1) return;
-    KernelSpec spec;
-    spec.name = name + ".all_to_all";
-    spec.call = ModelParallelCall{CallGroup::sequence_parallel, CollectiveOp::all_to_all, x.e * T * values_per_token};
-    list.push_back(spec);
+    if (u > 1) {
+      list.push_back(group_call(name + ".all_to_all", CallGroup::sequence_parallel, CollectiveOp::all_to_all,
+                                x.e * T * values_per_token));
+    }
   };
   const auto then_wait = [&](std::vector<KernelSpec>& list, std::size_t first) {
     if (u > 1) list.at(first).waits_for_call = 1;
   };
 
   // The calls around a block (nothing without tensor parallelism).
-  const auto call = [&](const std::string& name, CollectiveOp op, double bytes) {
-    KernelSpec spec;
-    spec.name = name;
-    spec.call = ModelParallelCall{CallGroup::tensor_parallel, op, bytes};
-    return spec;
+  const auto call = [](const std::string& name, CollectiveOp op, double bytes) {
+    return group_call(name, CallGroup::tensor_parallel, op, bytes);
   };
   // Before a column-parallel GEMM: its input gathered along the sequence.
   const auto gather_input = [&](std::vector<KernelSpec>& list, const std::string& name) {

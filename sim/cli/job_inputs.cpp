@@ -94,16 +94,13 @@ JobInputs load_job_inputs(const JobOptions& options) {
   if (options.expert_parallel > 0) step.plan.experts.parallel = options.expert_parallel;
   if (options.expert_layout != "plan") step.plan.experts.layout = topology::parse_moe_layout(options.expert_layout);
   if (options.ulysses > 0) step.plan.model_parallel.ulysses = options.ulysses;
-  check_ulysses_system(step.plan, step.plan_file);
+  check_parallelism_system(step.plan, step.plan_file);
   apply_overlap_level(step.plan, options.overlap);
   if (options.behaviour != "plan") step.plan.as_implemented = options.behaviour == "as_implemented";
   if (!options.scale.empty()) {
     inputs.scale = parse_job_scale(options.scale);
-    // micro_batches counts each rank's micro-batches: under DeepSpeed-Ulysses
-    // u ranks share each one, so the batch covers data-parallel / u of them.
-    const int u = step.plan.model_parallel.ulysses;
-    apply_job_scale(inputs.scale, step.data_parallel % u == 0 ? step.data_parallel / u : step.data_parallel, step.model,
-                    step.training);
+    // micro_batches counts each rank's micro-batches, whatever shares them.
+    apply_job_scale(inputs.scale, batch_replicas(step), step.model, step.training);
   }
   // These checks name the file at fault before anything is compiled.
   check_sequence_length(step.training, step.model, step.training_file);
