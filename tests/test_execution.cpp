@@ -6,6 +6,7 @@
 #include "fixtures.h"
 #include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
+#include "sim/step/measured_timeline.h"
 #include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
 #include "sim/step/timeline_check.h"
@@ -20,6 +21,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include <hdf5.h>
 
 using namespace shardsim;
 using namespace shardsim::workloads;
@@ -242,12 +246,19 @@ TEST_CASE("compare: a timeline against itself and against one twice as slow", "[
       for (auto& t : rank) {
         t.start *= 2;
         t.end *= 2;
+        if (t.moving >= 0) t.moving *= 2;
       }
     }
     slow.step_time *= 2;
     const auto c = sim::compare_timelines(predicted, write_and_read("slow.h5", program, slow));
     REQUIRE(c.step.relative_error() == Approx(-0.5));
-    REQUIRE_FALSE(c.op_classes.empty());
+    // Both files know when each call's data began to move.
+    const auto row = [&](const std::string& name) {
+      return std::count_if(c.op_classes.begin(), c.op_classes.end(), [&](const auto& q) { return q.name == name; });
+    };
+    REQUIRE(row("all_gather in flight") == 1);
+    REQUIRE(row("all_gather moving data") == 1);
+    REQUIRE(row("reduce_scatter moving data") == 1);
     for (const auto& q : c.op_classes) REQUIRE(q.relative_error() == Approx(-0.5));
     for (const auto& q : c.breakdown) {
       if (q.measured_seconds > 0) REQUIRE(q.relative_error() == Approx(-0.5));
@@ -271,6 +282,191 @@ TEST_CASE("compare: a timeline against itself and against one twice as slow", "[
     const auto byte = [&](std::size_t i) { return static_cast<unsigned>(static_cast<unsigned char>(png[i])); };
     REQUIRE((byte(16) << 24 | byte(17) << 16 | byte(18) << 8 | byte(19)) == 1600u);  // IHDR width
   }
+}
+
+// The executor measures when each rank issued and ended an op, not when a
+// call's data began to move: measured_timeline() derives it from the call's
+// members. The simulator sets it from its own events, so on a simulated step
+// (start and end only, as an executor would report them) the two must agree.
+TEST_CASE("a measured call moves once its last member has issued it, as the simulator has it", "[execution][moving]") {
+  // Pipeline stages wait for one another's sends: calls with real waiting.
+  StepConfig config = scaled_config("zero-pipeline-pp4", 8, "layers=8,hidden=512,seq=256,vocab=1000,micro_batches=4");
+  const Program program = compile_step(config);
+  const sim::StepTimeline simulated = simulate(program);
+  calib::MeasuredRun run;
+  for (const auto& rank : simulated.ops) {
+    auto& ops = run.ops.emplace_back();
+    for (const sim::OpTiming& t : rank) ops.push_back({seconds_from_picoseconds(t.start), seconds_from_picoseconds(t.end)});
+  }
+  const sim::StepTimeline measured = sim::measured_timeline(program, run);
+  std::size_t calls = 0, waited = 0;
+  for (int r = 0; r < program.ranks; ++r) {
+    const auto& ops = program.program_of(r).ops;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const sim::OpTiming& s = simulated.ops[static_cast<std::size_t>(r)][i];
+      const sim::OpTiming& m = measured.ops[static_cast<std::size_t>(r)][i];
+      if (ops[i].kind != OpKind::collective) {
+        REQUIRE(m.moving == -1);
+        continue;
+      }
+      ++calls;
+      if (s.moving > s.start) ++waited;
+      INFO(ops[i].name << " on rank " << r);
+      REQUIRE(std::abs(m.moving - s.moving) <= 1);  // picoseconds, from the round trip through seconds
+    }
+  }
+  REQUIRE(calls > 0);
+  REQUIRE(waited > 0);
+
+  SECTION("a member whose call ended before the last issue (an eager send) did not wait") {
+    // Rank 0's first call ends before its last member issues it.
+    const auto& ops = program.program_of(0).ops;
+    std::size_t first = 0;
+    while (ops[first].kind != OpKind::collective) ++first;
+    const auto ids = sim::collective_call_ids(program);
+    calib::MeasuredRun late = run;
+    double last_issue = 0;
+    for (int r = 1; r < program.ranks; ++r) {
+      const auto& rank_ids = ids[static_cast<std::size_t>(r)];
+      const auto it = std::find(rank_ids.begin(), rank_ids.end(), ids[0][first]);
+      if (it == rank_ids.end()) continue;
+      auto& op = late.ops[static_cast<std::size_t>(r)][static_cast<std::size_t>(it - rank_ids.begin())];
+      op.start_seconds = late.ops[0][first].end_seconds + 1e-3;
+      op.end_seconds = op.start_seconds + 1e-3;
+      last_issue = op.start_seconds;
+    }
+    REQUIRE(last_issue > 0);
+    const sim::StepTimeline m = sim::measured_timeline(program, late);
+    REQUIRE(m.ops[0][first].moving == m.ops[0][first].start);
+  }
+}
+
+TEST_CASE("compare splits a call's time in flight into waiting for peers and moving data", "[execution][compare]") {
+  StepConfig config = scaled_config("zero-pipeline-pp4", 8, "layers=8,hidden=512,seq=256,vocab=1000,micro_batches=4");
+  const Program program = compile_step(config);
+  const sim::StepTimeline timeline = simulate(program);
+  const sim::TimelineFile file = write_and_read("pipeline.h5", program, timeline);
+  // The column holds the simulator's moving times.
+  std::size_t row = 0;
+  for (int r = 0; r < program.ranks; ++r) {
+    for (const sim::OpTiming& t : timeline.ops[static_cast<std::size_t>(r)]) {
+      const sim::TimelineOpRow& read = file.ops[row++];
+      REQUIRE(read.moving_seconds == (t.moving < 0 ? -1.0 : seconds_from_picoseconds(t.moving)));
+    }
+  }
+  // Every rank's waiting, as the step report has it, from the file.
+  const auto c = sim::compare_timelines(file, file, 0);
+  const sim::TimeBreakdown expected = sim::time_breakdown(program, timeline, 0);
+  const auto waiting = std::find_if(c.breakdown.begin(), c.breakdown.end(),
+                                    [](const auto& q) { return q.name == "waiting for other ranks"; });
+  REQUIRE(waiting != c.breakdown.end());
+  REQUIRE(expected.waiting_seconds > 0);
+  REQUIRE(waiting->predicted_seconds == Approx(expected.waiting_seconds).epsilon(1e-9));
+  REQUIRE(c.breakdown[1].predicted_seconds == Approx(expected.exposed_total()).epsilon(1e-9));
+  // In flight = waiting + moving, call by call, so for the class sums too.
+  for (std::size_t i = 0; i + 1 < c.op_classes.size(); ++i) {
+    const std::string& name = c.op_classes[i].name;
+    if (name.find(" in flight") == std::string::npos) continue;
+    const std::string kind = name.substr(0, name.find(' '));
+    REQUIRE(c.op_classes[i + 1].name == kind + " moving data");
+    REQUIRE(c.op_classes[i + 1].predicted_seconds <= c.op_classes[i].predicted_seconds);
+  }
+  double in_flight = 0, moving = 0;
+  std::size_t waited = 0;
+  for (const sim::TimelineOpRow& op : file.ops) {
+    if (op.kind != "collective") continue;
+    waited += op.moving_seconds > op.start_seconds;
+    if (op.rank != 0) continue;
+    in_flight += op.end_seconds - op.start_seconds;
+    moving += op.end_seconds - op.moving_seconds;
+  }
+  REQUIRE(in_flight > moving);
+
+  // The trace nests each wait in its call's slice, at the call's start.
+  std::ostringstream trace;
+  sim::write_chrome_trace(trace, program, timeline, all_ranks(program));
+  const auto events = nlohmann::json::parse(trace.str())["traceEvents"];
+  std::size_t waits = 0;
+  for (std::size_t e = 0; e < events.size(); ++e) {
+    if (events[e]["name"] != "waiting for other ranks") continue;
+    ++waits;
+    REQUIRE(e > 0);
+    const auto& call = events[e - 1];
+    REQUIRE(call["ph"] == "X");
+    REQUIRE(call["pid"] == events[e]["pid"]);
+    REQUIRE(call["tid"] == events[e]["tid"]);
+    REQUIRE(call["ts"] == events[e]["ts"]);
+    REQUIRE(events[e]["dur"].get<double>() <= call["dur"].get<double>());
+  }
+  REQUIRE(waits == waited);
+}
+
+TEST_CASE("a timeline written before moving_seconds existed still reads, the column unknown", "[execution][compare]") {
+  // The /ops columns of those files, written here by hand.
+  struct OldRow {
+    std::int32_t rank;
+    std::uint32_t op;
+    char name[96], kind[24], op_class[24], stream[24];
+    double start_seconds, end_seconds, flops, bytes;
+    std::int32_t group_size;
+    std::int64_t call;
+  };
+  const std::string path = temporary_path("old-schema.h5");
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t name_type = H5Tcopy(H5T_C_S1), label_type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(name_type, 96);
+  H5Tset_size(label_type, 24);
+  const hid_t row_type = H5Tcreate(H5T_COMPOUND, sizeof(OldRow));
+  H5Tinsert(row_type, "rank", HOFFSET(OldRow, rank), H5T_NATIVE_INT32);
+  H5Tinsert(row_type, "op", HOFFSET(OldRow, op), H5T_NATIVE_UINT32);
+  H5Tinsert(row_type, "name", HOFFSET(OldRow, name), name_type);
+  H5Tinsert(row_type, "kind", HOFFSET(OldRow, kind), label_type);
+  H5Tinsert(row_type, "class", HOFFSET(OldRow, op_class), label_type);
+  H5Tinsert(row_type, "stream", HOFFSET(OldRow, stream), label_type);
+  H5Tinsert(row_type, "start_seconds", HOFFSET(OldRow, start_seconds), H5T_NATIVE_DOUBLE);
+  H5Tinsert(row_type, "end_seconds", HOFFSET(OldRow, end_seconds), H5T_NATIVE_DOUBLE);
+  H5Tinsert(row_type, "flops", HOFFSET(OldRow, flops), H5T_NATIVE_DOUBLE);
+  H5Tinsert(row_type, "bytes", HOFFSET(OldRow, bytes), H5T_NATIVE_DOUBLE);
+  H5Tinsert(row_type, "group_size", HOFFSET(OldRow, group_size), H5T_NATIVE_INT32);
+  H5Tinsert(row_type, "call", HOFFSET(OldRow, call), H5T_NATIVE_INT64);
+  const OldRow rows[2] = {{0, 0, "ag", "collective", "all_gather", "comm", 1.0, 3.0, 0, 64, 2, 0},
+                          {1, 0, "ag", "collective", "all_gather", "comm", 2.0, 3.0, 0, 64, 2, 0}};
+  const hsize_t count = 2;
+  const hid_t space = H5Screate_simple(1, &count, nullptr);
+  const hid_t ops = H5Dcreate2(file, "ops", row_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(ops, row_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows);
+  const auto attribute = [&](const char* name, const std::string& text) {
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, text.size() + 1);
+    const hid_t scalar = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(file, name, type, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, text.c_str());
+    H5Aclose(a);
+    H5Sclose(scalar);
+    H5Tclose(type);
+  };
+  attribute("schema", "shardsim-timeline-1");
+  attribute("summary_json", "{}");
+  const double step = 3.0;
+  const hid_t scalar = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(file, "step_seconds", H5T_NATIVE_DOUBLE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_DOUBLE, &step);
+  for (hid_t id : {a}) H5Aclose(id);
+  for (hid_t id : {scalar, space}) H5Sclose(id);
+  H5Dclose(ops);
+  for (hid_t id : {row_type, name_type, label_type}) H5Tclose(id);
+  H5Fclose(file);
+
+  const sim::TimelineFile read = sim::read_hdf5_timeline(path);
+  std::filesystem::remove(path);
+  REQUIRE(read.ops.size() == 2);
+  REQUIRE(read.ops[1].start_seconds == 2.0);
+  REQUIRE(read.ops[1].call == 0);
+  for (const auto& op : read.ops) REQUIRE(op.moving_seconds == -1);
+  const auto c = sim::compare_timelines(read, read);
+  REQUIRE(c.op_classes.size() == 1);  // in flight only: when data moved is not known
+  REQUIRE(c.op_classes[0].name == "all_gather in flight");
+  REQUIRE(c.op_classes[0].predicted_seconds == Approx((2.0 + 1.0) / 2));
 }
 
 TEST_CASE("reading a file that is not a timeline names the file", "[execution][errors]") {

@@ -78,6 +78,11 @@ void write_chrome_trace(std::ostream& out, const workloads::Program& program, co
       }
       emit({{"ph", "X"}, {"name", op.name}, {"cat", category}, {"pid", rank}, {"tid", op.stream}, {"ts", us(t.start)},
             {"dur", us(t.end - t.start)}, {"args", args}});
+      if (op.kind == OpKind::collective && t.moving > t.start && t.moving <= t.end) {
+        // Nested in the call's slice: the part before its last member issued it.
+        emit({{"ph", "X"}, {"name", "waiting for other ranks"}, {"cat", "waiting"}, {"pid", rank}, {"tid", op.stream},
+              {"ts", us(t.start)}, {"dur", us(t.moving - t.start)}});
+      }
       if (op.kind == OpKind::collective) {
         const std::int64_t call = call_ids[static_cast<std::size_t>(rank)][i];
         const auto found = previous_member.find(call);

@@ -1,7 +1,9 @@
 // A simulated (or measured) step as a Chrome trace for Perfetto
 // (FORMATS.md): one process per rank, one thread per stream, a complete
-// ("X") event per compute op and collective, a counter track of each rank's
-// memory, and flow arrows linking the members of each collective call.
+// ("X") event per compute op and collective, a "waiting for other ranks"
+// event nested in a collective's while its last member had not issued it, a
+// counter track of each rank's memory, and flow arrows linking the members
+// of each collective call.
 // Times are in microseconds from the start of the step.
 #pragma once
 

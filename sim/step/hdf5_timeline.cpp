@@ -29,6 +29,7 @@ struct OpRow {
   char stream[kLabelLength];
   double start_seconds;
   double end_seconds;
+  double moving_seconds;
   double flops;
   double bytes;
   std::int32_t group_size;
@@ -52,7 +53,7 @@ struct LinkRow {
 };
 
 
-hid_t op_row_type(hid_t name_type, hid_t label_type) {
+hid_t op_row_type(hid_t name_type, hid_t label_type, bool with_moving = true) {
   const hid_t op_type = H5Tcreate(H5T_COMPOUND, sizeof(OpRow));
   H5Tinsert(op_type, "rank", HOFFSET(OpRow, rank), H5T_NATIVE_INT32);
   H5Tinsert(op_type, "op", HOFFSET(OpRow, op), H5T_NATIVE_UINT32);
@@ -62,6 +63,7 @@ hid_t op_row_type(hid_t name_type, hid_t label_type) {
   H5Tinsert(op_type, "stream", HOFFSET(OpRow, stream), label_type);
   H5Tinsert(op_type, "start_seconds", HOFFSET(OpRow, start_seconds), H5T_NATIVE_DOUBLE);
   H5Tinsert(op_type, "end_seconds", HOFFSET(OpRow, end_seconds), H5T_NATIVE_DOUBLE);
+  if (with_moving) H5Tinsert(op_type, "moving_seconds", HOFFSET(OpRow, moving_seconds), H5T_NATIVE_DOUBLE);
   H5Tinsert(op_type, "flops", HOFFSET(OpRow, flops), H5T_NATIVE_DOUBLE);
   H5Tinsert(op_type, "bytes", HOFFSET(OpRow, bytes), H5T_NATIVE_DOUBLE);
   H5Tinsert(op_type, "group_size", HOFFSET(OpRow, group_size), H5T_NATIVE_INT32);
@@ -127,6 +129,7 @@ void write_file(hid_t file, const workloads::Program& program, const StepTimelin
       copy_label(row.stream, program.streams[static_cast<std::size_t>(op.stream)]);
       row.start_seconds = timings[i].start < 0 ? -1 : seconds_from_picoseconds(timings[i].start);
       row.end_seconds = timings[i].end < 0 ? -1 : seconds_from_picoseconds(timings[i].end);
+      row.moving_seconds = timings[i].moving < 0 ? -1 : seconds_from_picoseconds(timings[i].moving);
       row.call = call_ids[static_cast<std::size_t>(rank)][i];
       row.group_size = 1;
       switch (op.kind) {
@@ -196,8 +199,13 @@ TimelineFile read_file(const std::string& path) {
   const hssize_t count = H5Sget_simple_extent_npoints(space);
   Handle name_type(string_type(kNameLength), H5Tclose, "string type");
   Handle label_type(string_type(kLabelLength), H5Tclose, "string type");
-  Handle op_type(op_row_type(name_type, label_type), H5Tclose, "compound type");
-  std::vector<OpRow> rows(static_cast<std::size_t>(std::max<hssize_t>(count, 0)));
+  // Files written before moving_seconds existed lack the column.
+  Handle file_type(H5Dget_type(dataset), H5Tclose, "ops type");
+  const bool with_moving = H5Tget_member_index(file_type, "moving_seconds") >= 0;
+  Handle op_type(op_row_type(name_type, label_type, with_moving), H5Tclose, "compound type");
+  OpRow unknown{};
+  unknown.moving_seconds = -1;
+  std::vector<OpRow> rows(static_cast<std::size_t>(std::max<hssize_t>(count, 0)), unknown);
   if (!rows.empty() && H5Dread(dataset, op_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
     throw_input_error(path, "ops", "cannot be read as the shardsim-timeline-1 op table");
   }
@@ -211,6 +219,7 @@ TimelineFile read_file(const std::string& path) {
     out.stream = row.stream;
     out.start_seconds = row.start_seconds;
     out.end_seconds = row.end_seconds;
+    out.moving_seconds = row.moving_seconds;
     out.flops = row.flops;
     out.bytes = row.bytes;
     out.group_size = row.group_size;

@@ -4,6 +4,9 @@
 //            rank's program), name, kind (compute | collective | memory),
 //            class (gemm, attention, elementwise, optimizer; the collective;
 //            or the memory category), stream, start_seconds, end_seconds,
+//            moving_seconds (a collective: when its last member issued it
+//            and its data began to move, waiting for the others before;
+//            -1 for other ops, and in files written before the column),
 //            flops, bytes (HBM bytes of a kernel, buffer bytes of a
 //            collective, +allocated / -freed bytes of a memory op),
 //            group_size, call (collective call id shared by its members, -1
@@ -38,6 +41,7 @@ struct TimelineOpRow {
   std::uint32_t op = 0;
   std::string name, kind, op_class, stream;
   double start_seconds = -1, end_seconds = -1;
+  double moving_seconds = -1;  // collectives; -1 where not known
   double flops = 0, bytes = 0;
   int group_size = 1;
   std::int64_t call = -1;

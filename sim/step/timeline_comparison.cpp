@@ -32,17 +32,28 @@ std::string class_label(const TimelineOpRow& row) {
   return row.kind == "collective" ? row.op_class + " in flight" : row.op_class;
 }
 
+bool moving_known(const TimelineOpRow& row) {
+  return row.moving_seconds >= row.start_seconds && row.moving_seconds <= row.end_seconds && row.start_seconds >= 0;
+}
+
+// A call's time from its last member's issue to its end: what a collective
+// cost model prices. 0 where not known.
+double moving_duration(const TimelineOpRow& row) { return moving_known(row) ? row.end_seconds - row.moving_seconds : 0; }
+
 TimeBreakdown breakdown_of(const std::vector<const TimelineOpRow*>& rows, double step_seconds, int rank) {
   std::vector<ActivityInterval> intervals;
   for (const TimelineOpRow* row : rows) {
     if (row->kind == "memory") continue;
-    int what = kComputing;
-    if (row->kind == "collective") {
-      const auto op = workloads::parse_collective_op(row->op_class);
-      if (!op) continue;
-      what = static_cast<int>(*op);
+    const TimePs start = picoseconds_from_seconds(row->start_seconds), end = picoseconds_from_seconds(row->end_seconds);
+    if (row->kind != "collective") {
+      intervals.push_back({start, end, kComputing});
+      continue;
     }
-    intervals.push_back({picoseconds_from_seconds(row->start_seconds), picoseconds_from_seconds(row->end_seconds), what});
+    const auto op = workloads::parse_collective_op(row->op_class);
+    if (!op) continue;
+    const TimePs moving = moving_known(*row) ? picoseconds_from_seconds(row->moving_seconds) : start;
+    intervals.push_back({start, moving, kWaitingForRanks});
+    intervals.push_back({moving, end, static_cast<int>(*op)});
   }
   return breakdown_of_intervals(std::move(intervals), picoseconds_from_seconds(step_seconds), rank);
 }
@@ -91,9 +102,12 @@ TimelineComparison compare_timelines(const TimelineFile& predicted, const Timeli
   result.step = {"step time", predicted.step_seconds, measured.step_seconds};
 
   // Class totals per rank, averaged over the compared ranks; classes in the
-  // order they first appear in the program.
+  // order they first appear in the program. A collective kind's in-flight
+  // time is followed by its time moving data where both files know it for
+  // every call of the kind.
   std::vector<std::string> order;
-  std::map<std::string, std::pair<double, double>> totals;
+  std::map<std::string, std::pair<double, double>> totals, moving;
+  std::map<std::string, bool> moving_complete;
   for (int r : result.ranks) {
     const auto& a = p.at(r);
     const auto& b = m.at(r);
@@ -104,11 +118,20 @@ TimelineComparison compare_timelines(const TimelineFile& predicted, const Timeli
       if (added) order.push_back(label);
       it->second.first += duration(*a[i]);
       it->second.second += duration(*b[i]);
+      if (a[i]->kind != "collective") continue;
+      auto [known, first] = moving_complete.try_emplace(label, true);
+      known->second = known->second && moving_known(*a[i]) && moving_known(*b[i]);
+      moving[label].first += moving_duration(*a[i]);
+      moving[label].second += moving_duration(*b[i]);
     }
   }
   const double ranks = static_cast<double>(result.ranks.size());
   for (const std::string& label : order) {
     result.op_classes.push_back({label, totals[label].first / ranks, totals[label].second / ranks});
+    if (moving_complete.count(label) && moving_complete[label]) {
+      const std::string kind = label.substr(0, label.find(' '));
+      result.op_classes.push_back({kind + " moving data", moving[label].first / ranks, moving[label].second / ranks});
+    }
   }
 
   const auto& a = p.at(result.breakdown_rank);
@@ -117,6 +140,7 @@ TimelineComparison compare_timelines(const TimelineFile& predicted, const Timeli
   const TimeBreakdown bm = breakdown_of(b, measured.step_seconds, result.breakdown_rank);
   result.breakdown = {{"compute", bp.compute_seconds, bm.compute_seconds},
                       {"exposed communication", bp.exposed_total(), bm.exposed_total()},
+                      {"waiting for other ranks", bp.waiting_seconds, bm.waiting_seconds},
                       {"idle", bp.idle_seconds, bm.idle_seconds},
                       {"communication in flight", bp.communication_seconds, bm.communication_seconds}};
   result.predicted_hidden_fraction = hidden_fraction(bp);

@@ -5,12 +5,16 @@
 //   op classes    per rank, the summed durations of its GEMMs, attention
 //                 kernels, element-wise kernels and optimizer steps, and the
 //                 in-flight time of each collective kind (issue to completion,
-//                 waiting for peers included); averaged over the ranks both
+//                 waiting for peers included), then, where both files know
+//                 when each call's last member issued it (moving_seconds),
+//                 its time moving data from then on, which is what the
+//                 collective model prices; averaged over the ranks both
 //                 files hold;
-//   breakdown     one rank's compute, exposed communication, idle and
-//                 communication in flight (step_report.h), and the share of
-//                 communication hidden behind compute: how well the overlaps
-//                 worked in each;
+//   breakdown     one rank's compute, exposed communication, waiting for
+//                 other ranks, idle and communication in flight (moving
+//                 data; step_report.h), and the share of communication
+//                 hidden behind compute: how well the overlaps worked in
+//                 each;
 //   largest differences  that rank's ops with the largest |predicted -
 //                 measured| duration.
 // Relative error = (predicted - measured) / measured.
