@@ -8,6 +8,7 @@
 #include "calib/nccl_tests_log.h"
 #include "calib/profile.h"
 #include "calib/profile_fit.h"
+#include "calib/probe/mpi_world.h"
 #include "fixtures.h"
 #include "sim/step/kernel_time.h"
 #include "sim/step/step_simulator.h"
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 using namespace shardsim;
 using workloads::CollectiveOp;
@@ -320,4 +322,30 @@ TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the 
         sim::simulate_step(program, world.cluster(), world.router(), world.profile(), sim::StepSimulationOptions{}).step_time);
   };
   CHECK(step(w) - step(datasheet) == Approx(difference).epsilon(1e-6));
+}
+
+TEST_CASE("the CPU probe times back-to-back batches of at least the minimum time and keeps their mean", "[calib]") {
+  // A world of one (no MPI here): the barrier and the maximum are the rank's own.
+  calib::ProbeOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  options.min_timed_seconds = 0.05;
+  int calls = 0;
+  const double seconds = calib::time_together(options, [&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  // One call lasts at least 5 ms, so a batch holds at most 10 calls, and at
+  // least 2 unless the sizing call took over 25 ms.
+  const int batch = (calls - options.warmup - 1) / options.repeats;
+  REQUIRE((calls - options.warmup - 1) % options.repeats == 0);
+  REQUIRE(batch >= 2);
+  REQUIRE(batch <= 10);
+  REQUIRE(seconds >= 0.005);
+  REQUIRE(seconds < 0.005 * batch);  // the mean of a batch, not its total
+
+  options.min_timed_seconds = 0;  // one call per timing
+  calls = 0;
+  calib::time_together(options, [&] { ++calls; });
+  REQUIRE(calls == options.warmup + 1 + options.repeats);
 }

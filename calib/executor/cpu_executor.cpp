@@ -1,6 +1,7 @@
 #include "calib/executor/cpu_executor.h"
 
 #include "calib/executor/buffer_pool.h"
+#include "calib/executor/compute_queue.h"
 #include "calib/executor/cpu_kernels.h"
 #include "calib/executor/measured_steps.h"
 #include "calib/executor/run_stop.h"
@@ -9,17 +10,13 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <csignal>
-#include <exception>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -36,79 +33,6 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-// Runs one compute op at a time beside the main (MPI) thread.
-class ComputeThread {
- public:
-  ComputeThread() : thread_([this] { loop(); }) {}
-  ~ComputeThread() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_one();
-    thread_.join();
-  }
-  ComputeThread(const ComputeThread&) = delete;
-  ComputeThread& operator=(const ComputeThread&) = delete;
-
-  bool busy() const { return busy_; }
-
-  void start(const Op& op, std::uint32_t index, Clock::time_point origin) {
-    {
-      std::lock_guard lock(mutex_);
-      op_ = &op;
-      index_ = index;
-      origin_ = origin;
-      pending_ = true;
-    }
-    busy_ = true;
-    wake_.notify_one();
-  }
-
-  // The finished op and its timing, once; rethrows what the kernel threw.
-  std::optional<std::pair<std::uint32_t, MeasuredOp>> take_finished() {
-    if (!finished_.load(std::memory_order_acquire)) return std::nullopt;
-    finished_.store(false, std::memory_order_relaxed);
-    busy_ = false;
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-    return std::make_pair(index_, timing_);
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return pending_ || stopping_; });
-      if (stopping_) return;
-      pending_ = false;
-      const Op& op = *op_;
-      lock.unlock();
-      const Clock::time_point start = Clock::now();
-      try {
-        kernels_.run(op);
-      } catch (...) {
-        error_ = std::current_exception();
-      }
-      const Clock::time_point end = Clock::now();
-      timing_ = {seconds_between(origin_, start), seconds_between(origin_, end)};
-      finished_.store(true, std::memory_order_release);
-    }
-  }
-
-  CpuKernels kernels_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool pending_ = false, stopping_ = false;
-  bool busy_ = false;  // main thread only
-  const Op* op_ = nullptr;
-  std::uint32_t index_ = 0;
-  Clock::time_point origin_;
-  MeasuredOp timing_;
-  std::exception_ptr error_;
-  std::atomic<bool> finished_{false};
-  std::thread thread_;  // last: starts once everything above exists
-};
-
 // Page-touched host memory: the bytes are really there.
 std::unique_ptr<std::byte[]> touched_host_bytes(std::size_t size) {
   auto buffer = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(size, 1));
@@ -117,6 +41,9 @@ std::unique_ptr<std::byte[]> touched_host_bytes(std::size_t size) {
   return buffer;
 }
 using HostMemoryPool = BufferPool<std::unique_ptr<std::byte[]>>;
+
+// Where an op of the step being played stands.
+enum class OpState : std::uint8_t { waiting, queued, in_flight, done };
 
 struct InFlight {
   std::uint32_t op = 0;
@@ -182,22 +109,32 @@ class RankRun {
   std::vector<MeasuredOp> step(bool inject_fault, Clock::time_point& origin) {
     const std::size_t n = ops_.size();
     std::vector<MeasuredOp> timing(n);
-    std::vector<char> started(n, 0), done(n, 0);
+    std::vector<OpState> state(n, OpState::waiting);
     std::vector<std::size_t> head(stream_ops_.size(), 0), next_call(comm_ops_.size(), 0);
+    std::vector<std::size_t> queued_on_stream(stream_ops_.size(), 0);
+    std::vector<char> calling_on_stream(stream_ops_.size(), 0);  // a collective occupies it
     std::vector<InFlight> in_flight;
     std::size_t remaining = n;
     origin = Clock::now();
+    compute_.set_origin(origin);
     Clock::time_point last_progress = origin;
     const auto finish = [&](std::uint32_t i) {
-      done[i] = 1;
+      const auto s = static_cast<std::size_t>(ops_[i].stream);
+      if (state[i] == OpState::queued) --queued_on_stream[s];
+      if (state[i] == OpState::in_flight) calling_on_stream[s] = 0;
+      state[i] = OpState::done;
       --remaining;
-      ++head[static_cast<std::size_t>(ops_[i].stream)];
     };
+    const auto deps_are = [&](const Op& op, auto&& ok) {
+      return std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return ok(state[d]); });
+    };
+    const auto ended = [](OpState s) { return s == OpState::done; };
+    const auto ended_or_queued = [](OpState s) { return s == OpState::done || s == OpState::queued; };
     while (remaining > 0) {
       bool progressed = false;
-      if (auto finished = compute_.take_finished()) {
-        timing[finished->first] = finished->second;
-        finish(finished->first);
+      for (const auto& [i, measured] : compute_.take_finished()) {
+        timing[i] = measured;
+        finish(i);
         progressed = true;
       }
       for (auto it = in_flight.begin(); it != in_flight.end();) {
@@ -213,39 +150,36 @@ class RankRun {
         }
       }
       for (std::size_t s = 0; s < stream_ops_.size(); ++s) {
-        while (head[s] < stream_ops_[s].size()) {
+        while (head[s] < stream_ops_[s].size() && !calling_on_stream[s]) {
           const std::uint32_t i = stream_ops_[s][head[s]];
           const Op& op = ops_[i];
-          if (started[i] || !std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return done[d]; })) {
-            break;
-          }
-          if (op.kind == OpKind::compute && compute_.busy()) break;
-          if (op.kind == OpKind::collective &&
-              comm_ops_[static_cast<std::size_t>(op.communicator)][next_call[static_cast<std::size_t>(op.communicator)]] != i) {
-            break;  // an earlier call on this communicator is not issued yet
-          }
-          if (inject_fault && i == options_.fault.op) inject(op);
-          started[i] = 1;
-          progressed = true;
           const double now = seconds_between(origin, Clock::now());
-          if (op.kind == OpKind::memory) {
-            if (op.bytes > 0) {
-              memory_.allocate(static_cast<int>(op.memory), op.bytes);
-            } else {
-              memory_.release(static_cast<int>(op.memory), -op.bytes);
-            }
-            timing[i] = {now, now};
-            finish(i);
-            continue;
-          }
-          if (op.kind == OpKind::compute) {
-            compute_.start(op, i, origin);
-          } else {
-            ++next_call[static_cast<std::size_t>(op.communicator)];
+          if (op.kind == OpKind::collective) {
+            const auto c = static_cast<std::size_t>(op.communicator);
+            // Its stream's queued ops and its deps must have ended, and an
+            // earlier call on its communicator must have been issued.
+            if (queued_on_stream[s] > 0 || !deps_are(op, ended) || comm_ops_[c][next_call[c]] != i) break;
+            if (inject_fault && i == options_.fault.op) inject(op);
+            ++next_call[c];
             timing[i].start_seconds = now;
             in_flight.push_back(issue(i));
+            state[i] = OpState::in_flight;
+            calling_on_stream[s] = 1;
+          } else {
+            if (!deps_are(op, ended_or_queued)) break;
+            if (inject_fault && i == options_.fault.op) inject(op);
+            if (op.kind == OpKind::memory && queued_on_stream[s] == 0 && deps_are(op, ended)) {
+              apply_memory(op);
+              timing[i] = {now, now};
+              finish(i);
+            } else {
+              compute_.enqueue(op, i);
+              state[i] = OpState::queued;
+              ++queued_on_stream[s];
+            }
           }
-          break;
+          ++head[s];
+          progressed = true;
         }
       }
       const Clock::time_point now = Clock::now();
@@ -257,6 +191,16 @@ class RankRun {
       std::this_thread::sleep_for(std::chrono::microseconds(10));
     }
     return timing;
+  }
+
+  // From the main thread or the queue's, whichever plays the memory op.
+  void apply_memory(const Op& op) {
+    std::lock_guard lock(memory_mutex_);
+    if (op.bytes > 0) {
+      memory_.allocate(static_cast<int>(op.memory), op.bytes);
+    } else {
+      memory_.release(static_cast<int>(op.memory), -op.bytes);
+    }
   }
 
   void inject(const Op& op) const {
@@ -377,7 +321,7 @@ class RankRun {
                              " after this rank issued it: a member died, or never issued it");
       }
     }
-    if (in_flight.empty() && !compute_.busy() && seconds_between(last_progress, now) > limit) {
+    if (in_flight.empty() && compute_.idle() && seconds_between(last_progress, now) > limit) {
       std::string heads;
       for (std::size_t s = 0; s < head.size(); ++s) {
         if (head[s] < stream_ops_[s].size()) {
@@ -395,8 +339,11 @@ class RankRun {
   MpiCommunicators comms_;
   std::vector<std::vector<std::uint32_t>> stream_ops_, comm_ops_;
   std::vector<StreamBuffers> buffers_;
+  CpuKernels kernels_;  // the queue's thread's only
+  std::mutex memory_mutex_;
   HostMemoryPool memory_{touched_host_bytes};
-  ComputeThread compute_;
+  // Last: its thread runs ops with everything above.
+  ComputeQueue compute_{[this](const Op& op) { op.kind == OpKind::memory ? apply_memory(op) : kernels_.run(op); }};
 };
 
 double available_host_memory_bytes() {

@@ -4,9 +4,12 @@
 // Each rank plays its program as the simulator does. Each stream runs its ops
 // in program order. An op starts once it heads its stream and every op in
 // its deps has ended:
-//   compute     runs on the rank's compute thread (CpuKernels: Eigen GEMMs
-//               with the op's shapes, streaming passes with its bytes), one
-//               at a time, while the main thread keeps communication going;
+//   compute     runs on the rank's compute queue (compute_queue.h: one
+//               thread, CpuKernels' Eigen GEMMs with the op's shapes and
+//               streaming passes with its bytes), one at a time. The main
+//               thread enqueues a kernel once each of its deps has ended or
+//               is ahead of it in the queue, as a host enqueues kernels
+//               ahead of a GPU, and meanwhile keeps communication going;
 //   collective  a non-blocking MPI collective (MPI_Iallreduce, ...) on an
 //               MPI communicator made for each group of the Program's
 //               communicators, with the op's bytes in nccl-tests' convention.
@@ -15,8 +18,9 @@
 //               as a framework's single host thread does with NCCL, so every
 //               member issues them in the same order;
 //   memory      allocates or frees at once, from a pool that keeps buffers
-//               across steps (like PyTorch's caching allocator); resident
-//               memory is allocated before the first step.
+//               across steps (like PyTorch's caching allocator), or, behind
+//               queued kernels it depends on, in the queue as they end;
+//               resident memory is allocated before the first step.
 // Only the main thread calls MPI (MPI_THREAD_FUNNELED is enough), polling
 // non-blocking calls, which is also what makes them progress.
 //

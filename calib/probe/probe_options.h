@@ -12,6 +12,12 @@ struct ProbeOptions {
   double max_bytes = 1 << 30;    // largest collective / copy
   int warmup = 3;
   int repeats = 10;              // timings per point; the median is kept
+  // CPU probe: each timing covers back-to-back calls for at least this long
+  // and keeps their mean, as nccl-tests averages its iterations. A single
+  // short call on a host with more ranks than cores often runs before the
+  // others are scheduled, at a whole core's speed; a run's kernels, back to
+  // back on every rank, share the cores, and so do the calls of a batch.
+  double min_timed_seconds = 0.02;
   // Called with one line of progress or an nccl-tests-style table row.
   std::function<void(const std::string&)> print = [](const std::string&) {};
 };
