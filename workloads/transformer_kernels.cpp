@@ -2,6 +2,10 @@
 
 #include "topology/json_input.h"
 #include "workloads/activation_memory.h"
+#include "workloads/attention_kernels.h"
+#include "workloads/kernel_specs.h"
+#include "workloads/moe_kernels.h"
+#include "workloads/tensor_parallel_gemms.h"
 
 #include <initializer_list>
 #include <utility>
@@ -9,183 +13,6 @@
 namespace shardsim::workloads {
 
 namespace {
-
-// FlashAttention's backward runs five GEMM-sized products to the forward's two.
-constexpr double kFlashBackwardOverForward = 2.5;
-
-// Transformer Engine's pipelined GEMM + reduce-scatter splits the GEMM in four
-// (initialize_ub's default num_splits for its "pipeline" method).
-constexpr int kPipelinedReduceScatterSplits = 4;
-
-struct Shapes {
-  double tokens, sequence, batch, hidden, query, kv, ffn, vocab, heads, e;
-  Dtype dtype, gemm_dtype;
-};
-
-KernelSpec gemm(const std::string& name, const Shapes& x, double m, double n, double k) {
-  KernelSpec spec;
-  spec.name = name;
-  spec.kernel = KernelClass::gemm;
-  spec.dtype = x.gemm_dtype;
-  spec.flops = 2 * m * n * k;
-  spec.hbm_bytes = x.e * (m * k + k * n + m * n);
-  spec.gemm = {static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k)};
-  return spec;
-}
-
-KernelSpec elementwise(const std::string& name, const Shapes& x, double values_moved) {
-  KernelSpec spec;
-  spec.name = name;
-  spec.kernel = KernelClass::elementwise;
-  spec.dtype = x.dtype;
-  spec.flops = values_moved;  // about one operation per value; never the bound
-  spec.hbm_bytes = x.e * values_moved;
-  return spec;
-}
-
-void attention_core(const Shapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward) {
-  const double full_flops = 4 * x.batch * x.sequence * x.sequence * x.query;  // Q K^T and P V, every score
-  const double head_dim = x.query / x.heads;
-  if (flash) {
-    KernelSpec spec;
-    spec.name = "attention";
-    spec.kernel = KernelClass::attention;
-    spec.dtype = x.dtype;
-    spec.flops = full_flops / 2;  // the causal kernel skips masked blocks
-    // q, k, v in, o out, plus fp32 row log-sum-exps.
-    spec.hbm_bytes = x.e * x.tokens * (2 * x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
-    spec.gemm = {static_cast<std::int64_t>(x.sequence), static_cast<std::int64_t>(x.sequence),
-                 static_cast<std::int64_t>(head_dim)};
-    forward.push_back(spec);
-    KernelSpec back = spec;
-    back.name = "attention.backward";
-    back.flops = kFlashBackwardOverForward * spec.flops;
-    // Reads q, k, v, o, do and the log-sum-exps; writes dq, dk, dv.
-    back.hbm_bytes = x.e * x.tokens * (3 * x.query + 2 * x.kv + x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
-    backward.push_back(back);
-    return;
-  }
-  const double scores = x.batch * x.heads * x.sequence * x.sequence;
-  const auto batched = [&](const std::string& name, double flops, double bytes) {
-    KernelSpec spec;
-    spec.name = name;
-    spec.kernel = KernelClass::gemm;
-    spec.dtype = x.dtype;
-    spec.flops = flops;
-    spec.hbm_bytes = bytes;
-    spec.gemm = {static_cast<std::int64_t>(x.sequence), static_cast<std::int64_t>(x.sequence),
-                 static_cast<std::int64_t>(head_dim)};
-    return spec;
-  };
-  forward.push_back(batched("attention.scores", full_flops / 2, x.e * (scores + x.tokens * (x.query + x.kv))));
-  forward.push_back(elementwise("attention.softmax", x, 2 * scores));
-  forward.push_back(batched("attention.context", full_flops / 2, x.e * (scores + x.tokens * (x.kv + x.query))));
-  backward.push_back(batched("attention.context.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
-  backward.push_back(elementwise("attention.softmax.backward", x, 3 * scores));
-  backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
-}
-
-// A call over a model-parallel group, as a kernel list carries it.
-KernelSpec group_call(const std::string& name, CallGroup group, CollectiveOp op, double bytes) {
-  KernelSpec spec;
-  spec.name = name;
-  spec.call = ModelParallelCall{group, op, bytes};
-  return spec;
-}
-
-KernelSpec waiting_for_call(KernelSpec spec, int k) {
-  spec.waits_for_call = k;
-  return spec;
-}
-
-KernelSpec weight_half(KernelSpec spec) {
-  spec.weight_gradient = true;
-  return spec;
-}
-
-// A grouped GEMM over `experts` experts, each (m, n, k): one kernel, timed at
-// one expert's shape.
-KernelSpec grouped_gemm(const std::string& name, const Shapes& x, double experts, double m, double n, double k) {
-  KernelSpec spec = gemm(name, x, m, n, k);
-  spec.flops *= experts;
-  spec.hbm_bytes *= experts;
-  return spec;
-}
-
-// A MoE layer's two modules (transformer_kernels.h): `mlp` (norm, router,
-// shared experts) and `experts` (dispatch, the local routed experts, combine,
-// residual).
-void moe_block(const ModelSpec& model, const Shapes& x, const ExpertParallelism& parallelism, ModuleWork& mlp,
-               ModuleWork& experts) {
-  const MoeSpec& moe = model.moe;
-  const double T = x.tokens, h = x.hidden, E = moe.experts, k = moe.experts_per_token;
-  const bool swiglu = model.mlp == MlpKind::swiglu;
-  const std::string first = swiglu ? "gate_up" : "up", activation = swiglu ? "swiglu" : "gelu";
-  const double activation_reads = swiglu ? 3 : 2, activation_backward = swiglu ? 5 : 3;
-
-  mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
-  mlp.forward.push_back(gemm("router", x, T, E, h));
-  mlp.forward.push_back(elementwise("router.top_k", x, 2 * T * E));  // softmax over the logits, then top-k
-  if (moe.shared_experts > 0) {
-    // Always-active experts: one MLP of their summed width.
-    const double f = static_cast<double>(moe.shared_experts * moe.shared_expert_ffn_hidden);
-    const double first_out = swiglu ? 2 * f : f;
-    mlp.forward.push_back(gemm("shared." + first, x, T, first_out, h));
-    mlp.forward.push_back(elementwise("shared." + activation, x, activation_reads * T * f));
-    mlp.forward.push_back(gemm("shared.down", x, T, h, f));
-    mlp.backward.push_back(gemm("shared.down.dgrad", x, T, f, h));
-    mlp.backward.push_back(weight_half(gemm("shared.down.wgrad", x, f, h, T)));
-    mlp.backward.push_back(elementwise("shared." + activation + ".backward", x, activation_backward * T * f));
-    mlp.backward.push_back(gemm("shared." + first + ".dgrad", x, T, h, first_out));
-    mlp.backward.push_back(weight_half(gemm("shared." + first + ".wgrad", x, h, first_out, T)));
-  }
-  mlp.backward.push_back(elementwise("router.top_k.backward", x, 3 * T * E));
-  mlp.backward.push_back(gemm("router.dgrad", x, T, h, E));
-  mlp.backward.push_back(weight_half(gemm("router.wgrad", x, h, E, T)));
-  mlp.backward.push_back(elementwise("mlp_norm.backward", x, 3 * T * h));
-
-  // Each rank's T k token copies spread evenly over the E experts, padded or
-  // cut to the capacity c T k / E; a rank's E / ep experts each get that from
-  // each of the ep ranks.
-  const int ep = parallelism.parallel;
-  const double f = static_cast<double>(moe.expert_ffn_hidden);
-  const double first_out = swiglu ? 2 * f : f;
-  const double local_experts = E / ep;
-  const double copies = parallelism.capacity_factor * T * k;  // this rank's routed token copies
-  const double m = ep * copies / E;
-  const double routed_bytes = x.e * copies * h;
-  const bool exchange = ep > 1;
-  const auto all_to_all = [&](std::vector<KernelSpec>& list, const std::string& name) {
-    if (exchange) {
-      list.push_back(group_call(name + ".all_to_all", CallGroup::expert_parallel, CollectiveOp::all_to_all, routed_bytes));
-    }
-  };
-  const int after_exchange = exchange ? 1 : 0;
-  experts.forward.push_back(elementwise("permute", x, T * h + copies * h));
-  all_to_all(experts.forward, "dispatch");
-  experts.forward.push_back(
-      waiting_for_call(grouped_gemm(first, x, local_experts, m, first_out, h), after_exchange));
-  experts.forward.push_back(elementwise(activation, x, activation_reads * copies * f));
-  experts.forward.push_back(grouped_gemm("down", x, local_experts, m, h, f));
-  all_to_all(experts.forward, "combine");
-  // Each token's k outputs weighted and summed, then the residual.
-  experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, copies * h + T * h), after_exchange));
-  experts.forward.push_back(elementwise("residual", x, 3 * T * h));
-
-  experts.backward.push_back(elementwise("residual.backward", x, 3 * T * h));
-  experts.backward.push_back(elementwise("unpermute.backward", x, T * h + copies * h));
-  all_to_all(experts.backward, "combine.backward");
-  experts.backward.push_back(
-      waiting_for_call(grouped_gemm("down.dgrad", x, local_experts, m, f, h), after_exchange));
-  experts.backward.push_back(weight_half(grouped_gemm("down.wgrad", x, local_experts, f, h, m)));
-  experts.backward.push_back(elementwise(activation + ".backward", x, activation_backward * copies * f));
-  experts.backward.push_back(grouped_gemm(first + ".dgrad", x, local_experts, m, h, first_out));
-  all_to_all(experts.backward, "dispatch.backward");
-  // The weight gradient runs while the input gradients travel back.
-  experts.backward.push_back(weight_half(grouped_gemm(first + ".wgrad", x, local_experts, h, first_out, m)));
-  experts.backward.push_back(
-      waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange));
-}
 
 // One GPU's part of each module under tensor parallelism over t GPUs: norms
 // and learned positions whole, every other tensor 1/t (the few biases of
@@ -229,7 +56,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   const Count heads{"heads", model.heads}, kv_heads{"kv_heads", model.kv_heads};
   require_split(u, "DeepSpeed-Ulysses", {heads, kv_heads, {"sequence_length", training.sequence_length}});
   require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
-  Shapes x{};
+  LayerShapes x{};
   x.batch = static_cast<double>(training.micro_batch_size);
   x.sequence = static_cast<double>(training.sequence_length);
   x.tokens = x.batch * x.sequence / u;  // this GPU's part of the sequence under DeepSpeed-Ulysses
@@ -245,10 +72,9 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   x.dtype = training.fp16 ? Dtype::fp16 : Dtype::bf16;
   x.gemm_dtype = training.fp8_gemms ? Dtype::fp8 : x.dtype;
   const double T = x.tokens, h = x.hidden;
-  const bool tensor_parallel = t > 1, sp = parallel.sequence_parallel;
+  const bool tensor_parallel = t > 1;
   const double local_tokens = T / parallel.sequence_shards();  // what norms and residuals see
   const bool swiglu = model.mlp == MlpKind::swiglu;
-  const double activation_bytes = x.e * T * h;  // one hidden-state tensor of the micro-batch
 
   // DeepSpeed-Ulysses over u GPUs: the attention core runs on the whole
   // sequence for 1/u of the heads, reached by an all-to-all of this GPU's
@@ -256,7 +82,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   // backward mirrors them. Each call waits for the kernel before it, the
   // kernel after waits for it: nothing overlaps them (DeepSpeed's
   // DistributedAttention).
-  Shapes core = x;
+  LayerShapes core = x;
   core.tokens = x.tokens * u;
   core.query = x.query / u;
   core.kv = x.kv / u;
@@ -271,77 +97,9 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     if (u > 1) list.at(first).waits_for_call = 1;
   };
 
-  // The calls around a block (nothing without tensor parallelism).
-  const auto call = [](const std::string& name, CollectiveOp op, double bytes) {
-    return group_call(name, CallGroup::tensor_parallel, op, bytes);
-  };
-  // Before a column-parallel GEMM: its input gathered along the sequence.
-  const auto gather_input = [&](std::vector<KernelSpec>& list, const std::string& name) {
-    if (tensor_parallel && sp) list.push_back(call(name + ".all_gather", CollectiveOp::all_gather, activation_bytes));
-  };
-  // After a row-parallel GEMM (forward) or a column-parallel one's input
-  // gradient (backward): the partial sums combined.
-  const auto combine = [&](std::vector<KernelSpec>& list, const std::string& name) {
-    if (!tensor_parallel) return;
-    list.push_back(sp ? call(name + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes)
-                      : call(name + ".all_reduce", CollectiveOp::all_reduce, activation_bytes));
-  };
-  const int after_gather = tensor_parallel && sp ? 1 : 0;
-  const int after_combine = tensor_parallel ? 1 : 0;
-  const bool comm_overlap = tensor_parallel && sp && parallel.tp_comm_overlap;
-  // A GEMM (T, n, k) on an input gathered along the sequence. Without
-  // tp_comm_overlap: the all-gather, then the GEMM. With it, Transformer
-  // Engine's ring exchange (userbuffers, num_splits = t): the GEMM runs on
-  // this GPU's T / t tokens at once, then on each slice received from the
-  // previous rank while the next one moves; t - 1 steps, each rank sending a
-  // slice to the next (send_recv over the group).
-  const auto gathered_gemm = [&](std::vector<KernelSpec>& list, const std::string& gather_name,
-                                 const std::string& name, double n, double k) {
-    if (!comm_overlap) {
-      gather_input(list, gather_name);
-      list.push_back(waiting_for_call(gemm(name, x, T, n, k), after_gather));
-      return;
-    }
-    for (int step = 1; step < t; ++step) {
-      list.push_back(call(gather_name + ".ring" + std::to_string(step), CollectiveOp::send_recv, activation_bytes / t));
-    }
-    for (int slice = 0; slice < t; ++slice) {
-      list.push_back(waiting_for_call(gemm(name + ".slice" + std::to_string(slice), x, T / t, n, k), slice > 0 ? t - slice : 0));
-    }
-  };
-  // A row-parallel GEMM's forward (T, h, in) and the partial sums combined.
-  // With tp_comm_overlap, Transformer Engine's pipelined GEMM +
-  // reduce-scatter: the GEMM in slices of the tokens, each slice
-  // reduce-scattered while the next computes.
-  const auto combined_gemm = [&](std::vector<KernelSpec>& list, const std::string& name, double in) {
-    if (!comm_overlap) {
-      list.push_back(gemm(name, x, T, h, in));
-      combine(list, name);
-      return;
-    }
-    const int splits = kPipelinedReduceScatterSplits;
-    for (int slice = 0; slice < splits; ++slice) {
-      const std::string part = name + ".slice" + std::to_string(slice);
-      list.push_back(gemm(part, x, T / splits, h, in));
-      list.push_back(call(part + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes / splits));
-    }
-  };
-  // Backward of a row-parallel GEMM: its output gradient gathered along the
-  // sequence under sequence parallelism, then the input and weight
-  // gradients; the input gradient stays split, nothing to combine.
-  const auto row_backward = [&](std::vector<KernelSpec>& list, const std::string& name, double in, double out) {
-    gathered_gemm(list, name + ".gradient", name + ".dgrad", in, out);
-    list.push_back(weight_half(gemm(name + ".wgrad", x, in, out, T)));
-  };
-  // Backward of a column-parallel GEMM: the input gradient, combined over the
-  // group while the weight gradient runs (on the input gathered again under
-  // sequence parallelism, the call before the combine).
-  const auto column_backward = [&](std::vector<KernelSpec>& list, const std::string& name, double in, double out) {
-    gather_input(list, name + ".input");
-    list.push_back(gemm(name + ".dgrad", x, T, in, out));
-    combine(list, name + ".dgrad");
-    list.push_back(weight_half(waiting_for_call(gemm(name + ".wgrad", x, in, out, T), tensor_parallel && sp ? 2 : 0)));
-  };
+  // The linear layers and the calls around them (nothing without tensor parallelism).
+  const TensorParallelGemms linear(x, parallel);
+  const int after_gather = linear.after_gather(), after_combine = linear.after_combine();
 
   // Modules in model_modules' order: embedding, per layer attention and MLP, head.
   std::vector<ModuleParameters> parameters = model_modules(model, experts.parallel);
@@ -357,14 +115,14 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     const double first_out = swiglu ? 2 * x.ffn : x.ffn;
     const std::string first = swiglu ? "gate_up" : "up";
     mlp.forward.push_back(elementwise("mlp_norm", x, 2 * local_tokens * h));
-    gathered_gemm(mlp.forward, first + ".input", first, first_out, h);
+    linear.gathered_gemm(mlp.forward, first + ".input", first, first_out, h);
     mlp.forward.push_back(elementwise(swiglu ? "swiglu" : "gelu", x, (swiglu ? 3 : 2) * T * x.ffn));
-    combined_gemm(mlp.forward, "down", x.ffn);
+    linear.combined_gemm(mlp.forward, "down", x.ffn);
     mlp.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
-    row_backward(mlp.backward, "down", x.ffn, h);
+    linear.row_backward(mlp.backward, "down", x.ffn, h);
     mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T * x.ffn));
-    column_backward(mlp.backward, first, h, first_out);
+    linear.column_backward(mlp.backward, first, h, first_out);
     mlp.backward.push_back(waiting_for_call(elementwise("mlp_norm.backward", x, 3 * local_tokens * h), after_combine));
   };
 
@@ -373,8 +131,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   // Vocabulary-parallel: each GPU looks up the tokens of its part of the
   // vocabulary (zeros elsewhere), then the group sums.
   embedding.forward.push_back(elementwise("embedding", x, (model.positions == PositionKind::learned ? 5 : 2) * T * h));
-  combine(embedding.forward, "embedding");
-  gather_input(embedding.backward, "embedding.gradient");
+  linear.combine(embedding.forward, "embedding");
+  linear.gather_input(embedding.backward, "embedding.gradient");
   embedding.backward.push_back(weight_half(waiting_for_call(elementwise("embedding.backward", x, 3 * T * h), after_gather)));
   modules.push_back(std::move(embedding));
 
@@ -385,7 +143,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     std::vector<KernelSpec> core_forward, core_backward;
     attention_core(core, training.flash_attention, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
-    gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
+    linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
     attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
     exchange(attention.forward, "qkv", x.query + 2 * x.kv);
     const std::size_t core_at = attention.forward.size();
@@ -393,11 +151,11 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     then_wait(attention.forward, core_at);
     exchange(attention.forward, "context", x.query);
     const std::size_t out_proj_at = attention.forward.size();
-    combined_gemm(attention.forward, "out_proj", x.query);
+    linear.combined_gemm(attention.forward, "out_proj", x.query);
     then_wait(attention.forward, out_proj_at);
     attention.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
     attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
-    row_backward(attention.backward, "out_proj", x.query, h);
+    linear.row_backward(attention.backward, "out_proj", x.query, h);
     exchange(attention.backward, "context.backward", x.query);
     const std::size_t core_backward_at = attention.backward.size();
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
@@ -405,7 +163,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     exchange(attention.backward, "qkv.backward", x.query + 2 * x.kv);
     attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
     then_wait(attention.backward, attention.backward.size() - 1);
-    column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
+    linear.column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
     attention.backward.push_back(waiting_for_call(elementwise("attention_norm.backward", x, 3 * local_tokens * h),
                                          after_combine));
 
@@ -444,7 +202,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
   ModuleWork head = module_work();
   head.forward.push_back(elementwise("final_norm", x, 2 * local_tokens * h));
-  gather_input(head.forward, "lm_head.input");
+  linear.gather_input(head.forward, "lm_head.input");
   head.forward.push_back(waiting_for_call(gemm("lm_head", x, T, x.vocab, h), after_gather));
   // Cross-entropy reads the logits and keeps their fp32 upcast for backward;
   // over a vocabulary split t ways it all-reduces three fp32 values per token.
@@ -453,14 +211,15 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   head.forward.push_back(loss);
   if (tensor_parallel) {
     for (const char* value : {"loss.logit_max", "loss.target_logit", "loss.exp_sum"}) {
-      head.forward.push_back(call(std::string(value) + ".all_reduce", CollectiveOp::all_reduce, 4 * T));
+      head.forward.push_back(
+          group_call(std::string(value) + ".all_reduce", CallGroup::tensor_parallel, CollectiveOp::all_reduce, 4 * T));
     }
   }
   // Backward order: loss, then the LM head's GEMMs, then the final norm.
   KernelSpec loss_backward = elementwise("loss.backward", x, T * x.vocab);
   loss_backward.hbm_bytes = (4 + x.e) * T * x.vocab;
   head.backward.push_back(loss_backward);
-  column_backward(head.backward, "lm_head", h, x.vocab);
+  linear.column_backward(head.backward, "lm_head", h, x.vocab);
   head.backward.push_back(waiting_for_call(elementwise("final_norm.backward", x, 3 * local_tokens * h), after_combine));
   head.activation_bytes = T * head_activation_bytes_per_token(model, training, parallel);
   modules.push_back(std::move(head));

@@ -1,0 +1,54 @@
+#include "workloads/attention_kernels.h"
+
+namespace shardsim::workloads {
+
+namespace {
+
+// FlashAttention's backward runs five GEMM-sized products to the forward's two.
+constexpr double kFlashBackwardOverForward = 2.5;
+
+}  // namespace
+
+void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward) {
+  const double full_flops = 4 * x.batch * x.sequence * x.sequence * x.query;  // Q K^T and P V, every score
+  const double head_dim = x.query / x.heads;
+  if (flash) {
+    KernelSpec spec;
+    spec.name = "attention";
+    spec.kernel = KernelClass::attention;
+    spec.dtype = x.dtype;
+    spec.flops = full_flops / 2;  // the causal kernel skips masked blocks
+    // q, k, v in, o out, plus fp32 row log-sum-exps.
+    spec.hbm_bytes = x.e * x.tokens * (2 * x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
+    spec.gemm = {static_cast<std::int64_t>(x.sequence), static_cast<std::int64_t>(x.sequence),
+                 static_cast<std::int64_t>(head_dim)};
+    forward.push_back(spec);
+    KernelSpec back = spec;
+    back.name = "attention.backward";
+    back.flops = kFlashBackwardOverForward * spec.flops;
+    // Reads q, k, v, o, do and the log-sum-exps; writes dq, dk, dv.
+    back.hbm_bytes = x.e * x.tokens * (3 * x.query + 2 * x.kv + x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
+    backward.push_back(back);
+    return;
+  }
+  const double scores = x.batch * x.heads * x.sequence * x.sequence;
+  const auto batched = [&](const std::string& name, double flops, double bytes) {
+    KernelSpec spec;
+    spec.name = name;
+    spec.kernel = KernelClass::gemm;
+    spec.dtype = x.dtype;
+    spec.flops = flops;
+    spec.hbm_bytes = bytes;
+    spec.gemm = {static_cast<std::int64_t>(x.sequence), static_cast<std::int64_t>(x.sequence),
+                 static_cast<std::int64_t>(head_dim)};
+    return spec;
+  };
+  forward.push_back(batched("attention.scores", full_flops / 2, x.e * (scores + x.tokens * (x.query + x.kv))));
+  forward.push_back(elementwise("attention.softmax", x, 2 * scores));
+  forward.push_back(batched("attention.context", full_flops / 2, x.e * (scores + x.tokens * (x.kv + x.query))));
+  backward.push_back(batched("attention.context.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
+  backward.push_back(elementwise("attention.softmax.backward", x, 3 * scores));
+  backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
+}
+
+}  // namespace shardsim::workloads

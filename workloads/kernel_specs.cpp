@@ -1,0 +1,50 @@
+#include "workloads/kernel_specs.h"
+
+namespace shardsim::workloads {
+
+KernelSpec gemm(const std::string& name, const LayerShapes& x, double m, double n, double k) {
+  KernelSpec spec;
+  spec.name = name;
+  spec.kernel = KernelClass::gemm;
+  spec.dtype = x.gemm_dtype;
+  spec.flops = 2 * m * n * k;
+  spec.hbm_bytes = x.e * (m * k + k * n + m * n);
+  spec.gemm = {static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k)};
+  return spec;
+}
+
+KernelSpec elementwise(const std::string& name, const LayerShapes& x, double values_moved) {
+  KernelSpec spec;
+  spec.name = name;
+  spec.kernel = KernelClass::elementwise;
+  spec.dtype = x.dtype;
+  spec.flops = values_moved;  // about one operation per value; never the bound
+  spec.hbm_bytes = x.e * values_moved;
+  return spec;
+}
+
+KernelSpec grouped_gemm(const std::string& name, const LayerShapes& x, double experts, double m, double n, double k) {
+  KernelSpec spec = gemm(name, x, m, n, k);
+  spec.flops *= experts;
+  spec.hbm_bytes *= experts;
+  return spec;
+}
+
+KernelSpec group_call(const std::string& name, CallGroup group, CollectiveOp op, double bytes) {
+  KernelSpec spec;
+  spec.name = name;
+  spec.call = ModelParallelCall{group, op, bytes};
+  return spec;
+}
+
+KernelSpec waiting_for_call(KernelSpec spec, int k) {
+  spec.waits_for_call = k;
+  return spec;
+}
+
+KernelSpec weight_half(KernelSpec spec) {
+  spec.weight_gradient = true;
+  return spec;
+}
+
+}  // namespace shardsim::workloads

@@ -1,0 +1,41 @@
+// The pieces transformer_modules() (transformer_kernels.h) builds its
+// kernel lists from: one GPU's shapes of a micro-batch, and the KernelSpecs
+// of its GEMMs, element-wise passes and calls over model-parallel groups.
+#pragma once
+
+#include "workloads/transformer_kernels.h"
+
+#include <string>
+
+namespace shardsim::workloads {
+
+// One GPU's part of a micro-batch: `tokens` it holds (the micro-batch's, or
+// its share of the sequence), the whole `sequence` and `batch`, its widths
+// under tensor parallelism (`query`, `kv`, `ffn`, `vocab`, `heads`), `e`
+// bytes per value, the dtype of element-wise work and of GEMMs.
+struct LayerShapes {
+  double tokens, sequence, batch, hidden, query, kv, ffn, vocab, heads, e;
+  Dtype dtype, gemm_dtype;
+};
+
+// (m x k) times (k x n) in the GEMM dtype: 2 m n k FLOPs, each operand and
+// the result moved once.
+KernelSpec gemm(const std::string& name, const LayerShapes& x, double m, double n, double k);
+
+// A grouped GEMM over `experts` experts, each (m, n, k): one kernel, timed at
+// one expert's shape.
+KernelSpec grouped_gemm(const std::string& name, const LayerShapes& x, double experts, double m, double n, double k);
+
+// A memory-bound pass moving `values_moved` values (reads and writes).
+KernelSpec elementwise(const std::string& name, const LayerShapes& x, double values_moved);
+
+// A call over a model-parallel group, as a kernel list carries it.
+KernelSpec group_call(const std::string& name, CallGroup group, CollectiveOp op, double bytes);
+
+// `spec`, also waiting for the k-th latest call listed before it (0: none).
+KernelSpec waiting_for_call(KernelSpec spec, int k);
+
+// `spec` as part of the backward's weight-gradient half.
+KernelSpec weight_half(KernelSpec spec);
+
+}  // namespace shardsim::workloads
