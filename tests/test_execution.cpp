@@ -223,6 +223,17 @@ TEST_CASE("the breakdown of bare intervals, worked by hand", "[execution][breakd
   REQUIRE(b.exposed_seconds[static_cast<std::size_t>(rs)] == Approx(0.5 + 2));  // [5, 6] shared, [6, 8] alone
   REQUIRE(b.idle_seconds == Approx(2));
   REQUIRE(b.communication_seconds == Approx(6));
+
+  // The all-gather issued at 2 s but moving from 5 s: [4, 5] is waiting for
+  // the other ranks, not exposed communication; [5, 6] is still shared.
+  const sim::TimeBreakdown w =
+      sim::breakdown_of_intervals({{s(0), s(4), -1}, {s(2), s(6), ag, s(5)}, {s(5), s(8), rs}}, s(10), 0);
+  REQUIRE(w.compute_seconds == Approx(4));
+  REQUIRE(w.waiting_seconds == Approx(1));
+  REQUIRE(w.exposed_seconds[static_cast<std::size_t>(ag)] == Approx(0.5));
+  REQUIRE(w.exposed_seconds[static_cast<std::size_t>(rs)] == Approx(0.5 + 2));
+  REQUIRE(w.idle_seconds == Approx(2));
+  REQUIRE(w.communication_seconds == Approx(3));  // moving data: [5, 8]
 }
 
 TEST_CASE("compare: a timeline against itself and against one twice as slow", "[execution][compare]") {

@@ -13,17 +13,25 @@ double TimeBreakdown::exposed_total() const {
 }
 
 TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, TimePs step_end, int rank) {
-  // Boundary events: +1/-1 on the compute count or on one collective kind.
+  constexpr int kWaitingForRanks = -2;
+  // Boundary events: +1/-1 on the compute count, the waiting count or one
+  // collective kind.
   struct Edge {
     TimePs when;
     int what;  // kComputing, kWaitingForRanks, else CollectiveOp
     int delta;
   };
   std::vector<Edge> edges;
+  const auto add = [&](TimePs start, TimePs end, int what) {
+    if (start < 0 || end <= start) return;
+    edges.push_back({start, what, +1});
+    edges.push_back({end, what, -1});
+  };
   for (const ActivityInterval& interval : intervals) {
-    if (interval.start < 0 || interval.end <= interval.start) continue;
-    edges.push_back({interval.start, interval.what, +1});
-    edges.push_back({interval.end, interval.what, -1});
+    const bool waited = interval.what != kComputing && interval.moving > interval.start;
+    const TimePs moving = waited ? std::min(interval.moving, interval.end) : interval.start;
+    add(interval.start, moving, kWaitingForRanks);
+    add(moving, interval.end, interval.what);
   }
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.when < b.when; });
   TimeBreakdown breakdown;
@@ -73,9 +81,7 @@ TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeli
       intervals.push_back({t.start, t.end, kComputing});
       continue;
     }
-    const TimePs moving = t.moving >= 0 ? t.moving : t.start;
-    intervals.push_back({t.start, moving, kWaitingForRanks});
-    intervals.push_back({moving, t.end, static_cast<int>(ops[i].collective)});
+    intervals.push_back({t.start, t.end, static_cast<int>(ops[i].collective), t.moving});
   }
   return breakdown_of_intervals(std::move(intervals), timeline.step_time, rank);
 }

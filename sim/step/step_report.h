@@ -50,14 +50,15 @@ struct StepSummary {
 TimeBreakdown time_breakdown(const workloads::Program& program, const StepTimeline& timeline, int rank);
 
 // The same cut over bare intervals: `what` is kComputing for a compute
-// kernel, kWaitingForRanks for a collective issued and not yet moving, else
-// the CollectiveOp moving data; the step runs from 0 to `step_end`. For
-// timelines read back from files (shardsim compare).
+// kernel, else the CollectiveOp of a call in flight, which waits for the
+// other ranks from `start` until `moving` (-1: it moved from its start);
+// the step runs from 0 to `step_end`. For timelines read back from files
+// (shardsim compare).
 inline constexpr int kComputing = -1;
-inline constexpr int kWaitingForRanks = -2;
 struct ActivityInterval {
   TimePs start = 0, end = 0;
   int what = kComputing;
+  TimePs moving = -1;
 };
 TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, TimePs step_end, int rank);
 

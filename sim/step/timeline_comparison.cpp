@@ -44,16 +44,16 @@ TimeBreakdown breakdown_of(const std::vector<const TimelineOpRow*>& rows, double
   std::vector<ActivityInterval> intervals;
   for (const TimelineOpRow* row : rows) {
     if (row->kind == "memory") continue;
-    const TimePs start = picoseconds_from_seconds(row->start_seconds), end = picoseconds_from_seconds(row->end_seconds);
-    if (row->kind != "collective") {
-      intervals.push_back({start, end, kComputing});
-      continue;
+    int what = kComputing;
+    TimePs moving = -1;
+    if (row->kind == "collective") {
+      const auto op = workloads::parse_collective_op(row->op_class);
+      if (!op) continue;
+      what = static_cast<int>(*op);
+      if (moving_known(*row)) moving = picoseconds_from_seconds(row->moving_seconds);
     }
-    const auto op = workloads::parse_collective_op(row->op_class);
-    if (!op) continue;
-    const TimePs moving = moving_known(*row) ? picoseconds_from_seconds(row->moving_seconds) : start;
-    intervals.push_back({start, moving, kWaitingForRanks});
-    intervals.push_back({moving, end, static_cast<int>(*op)});
+    intervals.push_back(
+        {picoseconds_from_seconds(row->start_seconds), picoseconds_from_seconds(row->end_seconds), what, moving});
   }
   return breakdown_of_intervals(std::move(intervals), picoseconds_from_seconds(step_seconds), rank);
 }
@@ -107,7 +107,7 @@ TimelineComparison compare_timelines(const TimelineFile& predicted, const Timeli
   // every call of the kind.
   std::vector<std::string> order;
   std::map<std::string, std::pair<double, double>> totals, moving;
-  std::map<std::string, bool> moving_complete;
+  std::map<std::string, bool> moving_known_for_all;
   for (int r : result.ranks) {
     const auto& a = p.at(r);
     const auto& b = m.at(r);
@@ -119,8 +119,8 @@ TimelineComparison compare_timelines(const TimelineFile& predicted, const Timeli
       it->second.first += duration(*a[i]);
       it->second.second += duration(*b[i]);
       if (a[i]->kind != "collective") continue;
-      auto [known, first] = moving_complete.try_emplace(label, true);
-      known->second = known->second && moving_known(*a[i]) && moving_known(*b[i]);
+      bool& known = moving_known_for_all.try_emplace(label, true).first->second;
+      known = known && moving_known(*a[i]) && moving_known(*b[i]);
       moving[label].first += moving_duration(*a[i]);
       moving[label].second += moving_duration(*b[i]);
     }
@@ -128,7 +128,7 @@ TimelineComparison compare_timelines(const TimelineFile& predicted, const Timeli
   const double ranks = static_cast<double>(result.ranks.size());
   for (const std::string& label : order) {
     result.op_classes.push_back({label, totals[label].first / ranks, totals[label].second / ranks});
-    if (moving_complete.count(label) && moving_complete[label]) {
+    if (const auto known = moving_known_for_all.find(label); known != moving_known_for_all.end() && known->second) {
       const std::string kind = label.substr(0, label.find(' '));
       result.op_classes.push_back({kind + " moving data", moving[label].first / ranks, moving[label].second / ranks});
     }
