@@ -109,6 +109,34 @@ TEST_CASE("activations per token follow the tensor-by-tensor count", "[memory][a
   REQUIRE(recomputed.recompute_working_bytes == Approx(tokens * 131712));
 }
 
+TEST_CASE("an MoE layer keeps each routed token copy, padding included", "[memory][activations][moe]") {
+  // Mixtral-8x7B, bf16, flash attention, per token and layer:
+  //   hidden states 4 e h = 32768; Q, K, V and the attention output
+  //   2 (4096 + 2 x 1024) + 2 x 4096 = 20480; log-sum-exps 4 x 32 = 128;
+  //   router logits 2 x 8 = 16;
+  //   per routed copy: permuted input 2 h, gate, up and product 3 x 2 x 14336,
+  //   expert output 2 h: 16384 + 86016 = 102400, times c k copies.
+  const ModelSpec mixtral = load_model("mixtral-8x7b");
+  const TrainingConfig training = default_training();
+  const double fixed = 32768 + 20480 + 128 + 16;
+  ExpertParallelism experts;
+  REQUIRE(layer_activation_bytes_per_token(mixtral, training, 0, {}, experts) == Approx(fixed + 2 * 102400));
+  // A capacity factor of 1.25 pads every expert's slots to 1.25 x its share.
+  experts.capacity_factor = 1.25;
+  REQUIRE(layer_activation_bytes_per_token(mixtral, training, 0, {}, experts) == Approx(fixed + 2.5 * 102400));
+  // The footprint and the memory estimate take the plan's capacity factor.
+  const double tokens = 4096;
+  REQUIRE(activation_footprint(mixtral, training, {}, experts).layers_bytes ==
+          Approx(32 * tokens * (fixed + 2.5 * 102400)));
+  Plan plan = load_plan("zero3");
+  plan.experts.capacity_factor = 1.25;
+  const ShardingFactors factors = resolve_factors(plan, 64, 8, "zero3");
+  const double padded = estimate_memory(mixtral, training, plan, factors, 64).activations;
+  plan.experts.capacity_factor = 1.0;
+  const double even = estimate_memory(mixtral, training, plan, factors, 64).activations;
+  REQUIRE(padded - even == Approx(32 * tokens * 0.5 * 102400));
+}
+
 TEST_CASE("gradient accumulation fills the global batch, or the batch is refused", "[memory][training]") {
   const TrainingConfig& training = default_training();  // 4M tokens of 4096 = 1024 sequences
   REQUIRE(training.global_batch_sequences == 1024);

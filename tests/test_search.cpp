@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -255,6 +256,7 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.bucket_bytes = {1e9};
+  tiny.request.space.ulysses = {1};
   const auto candidates = sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
   // Factors 1, 2, 4, 8, 16: every non-decreasing triple of powers of two
   // divides the next, C(5 + 2, 3) = 35 of them.
@@ -272,6 +274,7 @@ TEST_CASE("a MoE model's data-parallel plans are tried under each expert paralle
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.bucket_bytes = {1e9};
+  tiny.request.space.ulysses = {1};
   const auto count = [&](const workloads::ModelSpec& model) {
     std::map<std::pair<int, std::string>, int> seen;  // (expert parallelism, layout) -> data-parallel candidates
     int pipelines = 0;
@@ -302,6 +305,72 @@ TEST_CASE("a MoE model's data-parallel plans are tried under each expert paralle
   tiny.request.space.expert_parallel = {2, 16};  // 16 does not divide 8 experts
   const auto [chosen, chosen_pipelines] = count(moe);
   REQUIRE(chosen == std::map<std::pair<int, std::string>, int>{{{2, "E+D"}, systems}, {{2, "D+E"}, systems}});
+}
+
+TEST_CASE("the data-parallel plans are tried under DeepSpeed-Ulysses, the batch split over GPUs / u replicas",
+          "[search][ulysses]") {
+  TinySearch tiny;  // 16 GPUs, 8 per node; 64 sequences of 1024 tokens per step
+  tiny.request.space.amsp = false;
+  tiny.request.space.megatron = false;
+  tiny.request.space.zero_pipeline = false;
+  tiny.request.space.recompute = {workloads::Recompute::none};
+  tiny.request.space.bucket_bytes = {1e9};
+  using Key = std::pair<int, std::int64_t>;  // (Ulysses degree, micro-batch size)
+  const auto accumulation_by_degree = [&](const workloads::ModelSpec& model, const workloads::TrainingConfig& training) {
+    std::map<Key, std::set<std::int64_t>> seen;
+    std::map<int, int> plans;
+    for (const auto& c : sim::enumerate_candidates(tiny.request.space, model, training, *tiny.cluster, 16)) {
+      const int u = c.plan.model_parallel.ulysses;
+      REQUIRE(c.data_parallel == 16);  // the model states shard over every GPU whatever u is
+      REQUIRE((u == 1) == (c.plan.name.find("+ulysses") == std::string::npos));
+      seen[{u, c.training.micro_batch_size}].insert(c.accumulation);
+      ++plans[u];
+    }
+    return std::pair{seen, plans};
+  };
+  SECTION("by default only 1 when every GPU has sequences of its own") {
+    const auto [seen, plans] = accumulation_by_degree(tiny.request.model, tiny.request.training);
+    REQUIRE(seen == std::map<Key, std::set<std::int64_t>>{{{1, 1}, {4}}, {{1, 2}, {2}}});
+  }
+  SECTION("asked for, every system under each degree") {
+    tiny.request.space.ulysses = {1, 8};
+    const auto [seen, plans] = accumulation_by_degree(tiny.request.model, tiny.request.training);
+    // 64 sequences over 16 replicas (u = 1) or 2 (u = 8), micro-batches of 1 or 2.
+    REQUIRE(seen == std::map<Key, std::set<std::int64_t>>{
+                        {{1, 1}, {4}}, {{1, 2}, {2}}, {{8, 1}, {32}}, {{8, 2}, {16}}});
+    REQUIRE(plans.at(1) == plans.at(8));
+  }
+  SECTION("a batch of fewer sequences than GPUs finds plans through Ulysses, by default") {
+    workloads::TrainingConfig long_context = tiny.request.training;
+    long_context.sequence_length = 8192;
+    long_context.global_batch_sequences = 8;
+    const auto [seen, plans] = accumulation_by_degree(tiny.request.model, long_context);
+    REQUIRE(seen == std::map<Key, std::set<std::int64_t>>{{{8, 1}, {4}}, {{8, 2}, {2}}});
+    tiny.request.space.ulysses = {1};
+    REQUIRE_THROWS_WITH(
+        sim::enumerate_candidates(tiny.request.space, tiny.request.model, long_context, *tiny.cluster, 16),
+        Catch::Contains("not a whole number of micro-batches"));
+  }
+  SECTION("degrees the heads, key/value heads or GPUs do not split are left out") {
+    workloads::ModelSpec grouped = tiny.request.model;
+    grouped.kv_heads = 4;  // 4 key/value heads over 8 GPUs
+    tiny.request.space.ulysses = {1, 3, 4, 8};  // 3 divides neither 16 GPUs nor 32 heads
+    const auto [seen, plans] = accumulation_by_degree(grouped, tiny.request.training);
+    REQUIRE(plans.size() == 2);
+    REQUIRE(plans.count(4) == 1);
+    REQUIRE(plans.at(4) == plans.at(1));
+  }
+  SECTION("not with expert parallelism") {
+    tiny.request.space.ulysses = {1, 8};
+    workloads::ModelSpec moe = tiny.request.model;
+    moe.has_moe = true;
+    moe.moe = {8, 2, 1024, 0, 0, 0};
+    std::set<std::pair<int, int>> layouts;  // (expert parallelism, Ulysses degree)
+    for (const auto& c : sim::enumerate_candidates(tiny.request.space, moe, tiny.request.training, *tiny.cluster, 16)) {
+      layouts.insert({c.plan.experts.parallel, c.plan.model_parallel.ulysses});
+    }
+    REQUIRE(layouts == std::set<std::pair<int, int>>{{1, 1}, {1, 8}, {8, 1}});
+  }
 }
 
 TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allow", "[search]") {

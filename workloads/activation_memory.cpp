@@ -35,7 +35,7 @@ double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig&
 }
 
 double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
-                                        const ModelParallelism& parallel) {
+                                        const ModelParallelism& parallel, const ExpertParallelism& experts) {
   const double e = training.bytes_per_value;
   const double h = static_cast<double>(model.hidden);
   const double t = parallel.tensor;
@@ -49,7 +49,8 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
   double mlp = 0;
   if (model.moe_layer(layer)) {
     const MoeSpec& moe = model.moe;
-    mlp += moe.experts_per_token * ffn_bytes_per_token(model, static_cast<double>(moe.expert_ffn_hidden), e) +
+    const double routed_copies = experts.capacity_factor * moe.experts_per_token;
+    mlp += routed_copies * (ffn_bytes_per_token(model, static_cast<double>(moe.expert_ffn_hidden), e) + 2 * e * h) +
            moe.shared_experts * ffn_bytes_per_token(model, static_cast<double>(moe.shared_expert_ffn_hidden), e) +
            e * moe.experts;
   } else {
@@ -67,14 +68,14 @@ double head_activation_bytes_per_token(const ModelSpec& model, const TrainingCon
 }
 
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
-                                         const ModelParallelism& parallel) {
+                                         const ModelParallelism& parallel, const ExpertParallelism& experts) {
   // DeepSpeed-Ulysses holds 1/u of the tokens outside attention and 1/u of
   // the heads inside it: 1/u of every per-token activation.
   const double tokens = static_cast<double>(training.tokens_per_micro_batch()) / parallel.ulysses;
   ActivationFootprint footprint;
   double largest_layer = 0;
   for (int layer = 0; layer < model.layers; ++layer) {
-    const double full = tokens * layer_activation_bytes_per_token(model, training, layer, parallel);
+    const double full = tokens * layer_activation_bytes_per_token(model, training, layer, parallel, experts);
     largest_layer = std::max(largest_layer, full);
     footprint.layers_bytes +=
         training.recompute == Recompute::full ? tokens * layer_input_bytes_per_token(model, training, parallel) : full;

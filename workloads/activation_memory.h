@@ -11,9 +11,13 @@
 //     attention the softmax probabilities e a s, with it the row
 //     log-sum-exps 4 a (fp32);
 //   MLP: norm input e h, first GEMM input e h; SwiGLU keeps gate, up and their
-//     product e 3f, GELU its input and output e 2f; an MoE layer keeps this for
-//     each of the experts a token visits (and the shared experts) plus the
-//     router logits e E.
+//     product e 3f, GELU its input and output e 2f. In an MoE layer the first
+//     GEMM is the router, which keeps its logits e E; each of the c k token
+//     copies routed to the experts (c the capacity factor: a padded slot takes
+//     memory too) keeps its permuted input e h for the expert's weight
+//     gradient, the expert MLP's tensors, and the expert's output e h, which
+//     the weighted combine needs for the gradient of the routing weights; the
+//     shared experts keep their MLP's tensors.
 // No dropout (modern pretraining runs without it). For GPT-3-style blocks
 // with dropout masks the same method gives Korthikanti's 34 s b h + 5 a s^2 b.
 // Selective recompute drops the softmax term; full recompute keeps only each
@@ -44,7 +48,7 @@ struct ActivationFootprint {
 // Bytes one layer keeps per token with no recompute, on one GPU of its
 // tensor-parallel group.
 double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
-                                        const ModelParallelism& parallel = {});
+                                        const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
 // What full recompute keeps of a layer: its input (split along the sequence
 // under sequence parallelism).
@@ -58,6 +62,6 @@ double head_activation_bytes_per_token(const ModelSpec& model, const TrainingCon
 // One micro-batch of one rank holding every layer (no pipeline), its share of
 // the tokens under DeepSpeed-Ulysses.
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
-                                         const ModelParallelism& parallel = {});
+                                         const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
 }  // namespace shardsim::workloads

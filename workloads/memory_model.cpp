@@ -34,7 +34,7 @@ MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& tr
   memory.gradients = e * psi / factors.gradients + e * psi_experts / fe.gradients;
   memory.optimizer_states =
       kOptimizerStateBytesPerParameter * psi / factors.optimizer + kOptimizerStateBytesPerParameter * psi_experts / fe.optimizer;
-  memory.activations = activation_footprint(model, training, plan.model_parallel).total();
+  memory.activations = activation_footprint(model, training, plan.model_parallel, plan.experts).total();
 
   if (factors.parameters > 1) {
     // Persistent tensors held whole, plus the most the fetch schedule holds

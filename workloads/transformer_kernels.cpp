@@ -35,8 +35,8 @@ void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameter
 
 }  // namespace
 
-std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel, const ExpertParallelism& experts) {
+void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
+                                  const ModelParallelism& parallel) {
   if (model.has_mla) throw InputError(model.name + ": MLA layers are parsed but not yet compiled into a training step");
   const int t = parallel.tensor, u = parallel.ulysses;
   if (u > 1 && t > 1) throw InputError(model.name + ": DeepSpeed-Ulysses is compiled without tensor parallelism");
@@ -56,6 +56,12 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   const Count heads{"heads", model.heads}, kv_heads{"kv_heads", model.kv_heads};
   require_split(u, "DeepSpeed-Ulysses", {heads, kv_heads, {"sequence_length", training.sequence_length}});
   require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
+}
+
+std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
+                                            const ModelParallelism& parallel, const ExpertParallelism& experts) {
+  require_model_parallel_split(model, training, parallel);
+  const int t = parallel.tensor, u = parallel.ulysses;
   LayerShapes x{};
   x.batch = static_cast<double>(training.micro_batch_size);
   x.sequence = static_cast<double>(training.sequence_length);
@@ -137,7 +143,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   modules.push_back(std::move(embedding));
 
   for (int layer = 0; layer < model.layers; ++layer) {
-    const double layer_activations = T * layer_activation_bytes_per_token(model, training, layer, parallel);
+    const double layer_activations = T * layer_activation_bytes_per_token(model, training, layer, parallel, experts);
 
     ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;

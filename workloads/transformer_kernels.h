@@ -130,12 +130,16 @@ struct ModuleWork : ModuleParameters {
 // divide the routed experts; resolve_expert_factors in plan.h checks plans);
 // `parameters` of each module is then the GPU's part (norms and learned
 // positions whole, every other tensor 1/t; routed experts E / ep of them).
+// Throws InputError as require_model_parallel_split does.
+std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
+                                            const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+
 // Throws InputError (naming the model) for MLA models, MoE models or
 // Ulysses under tensor parallelism, heads, key/value heads or the MLP width
 // that t does not divide, or heads, key/value heads or the sequence that u
-// does not divide.
-std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+// does not divide: what transformer_modules cannot compile.
+void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
+                                  const ModelParallelism& parallel);
 
 // The compute op that runs `spec` (not a call) on `stream`.
 Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps);

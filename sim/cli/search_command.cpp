@@ -45,6 +45,7 @@ struct SearchOptions {
   std::string buckets = "2.5e8,1e9";
   std::string placements = "consecutive,leaf-aware";
   std::string expert_parallel;  // empty: the space's default
+  std::string ulysses;          // empty: the space's default
   std::string tp_comm_overlap = "off";
   bool show_rejected = false;
   std::string csv;
@@ -125,6 +126,11 @@ sim::SearchSpace parse_space(const SearchOptions& options) {
   if (!options.expert_parallel.empty()) {
     for (const long long size : positive_integers("--expert-parallel", options.expert_parallel, 1 << 16)) {
       space.expert_parallel.push_back(static_cast<int>(size));
+    }
+  }
+  if (!options.ulysses.empty()) {
+    for (const long long size : positive_integers("--ulysses", options.ulysses, 1 << 16)) {
+      space.ulysses.push_back(static_cast<int>(size));
     }
   }
   space.tp_comm_overlap.clear();
@@ -304,6 +310,9 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--expert-parallel", options->expert_parallel,
                      "MoE models: expert-parallel sizes to try, each above 1 in both layouts (E+D, D+E); "
                      "default: 1 and the node's GPUs");
+  command->add_option("--ulysses", options->ulysses,
+                     "DeepSpeed-Ulysses degrees to try with the data-parallel systems (1: without); default: 1, "
+                     "and the node's GPUs when the global batch has fewer sequences than the job has GPUs");
   command->add_option("--tp-comm-overlap", options->tp_comm_overlap,
                       "Megatron-LM layouts with tensor parallelism: TP comm overlap off, on, or both (off,on)")
       ->capture_default_str();

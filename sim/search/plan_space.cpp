@@ -2,6 +2,7 @@
 
 #include "topology/json_input.h"
 #include "workloads/model_parallel_step.h"
+#include "workloads/transformer_kernels.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -212,6 +213,42 @@ std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const Searc
   return plans;
 }
 
+// Each data-parallel system (expert parallelism 1) under each
+// DeepSpeed-Ulysses degree the space and the model allow (plan_space.h).
+std::vector<Plan> with_ulysses(std::vector<Plan> systems, const SearchSpace& space, const workloads::ModelSpec& model,
+                               const workloads::TrainingConfig& training, int gpus, int gpus_per_node) {
+  std::vector<int> sizes = space.ulysses;
+  if (sizes.empty()) {
+    sizes = {1};
+    if (training.global_batch_sequences < gpus) sizes.push_back(gpus_per_node);
+  }
+  std::vector<int> degrees;
+  for (int u : sizes) {
+    if (u == 1 || gpus % u != 0 || std::find(degrees.begin(), degrees.end(), u) != degrees.end()) continue;
+    workloads::ModelParallelism parallel;
+    parallel.ulysses = u;
+    try {
+      workloads::require_model_parallel_split(model, training, parallel);
+    } catch (const InputError&) {
+      continue;
+    }
+    degrees.push_back(u);
+  }
+  const bool without = std::find(sizes.begin(), sizes.end(), 1) != sizes.end();
+  std::vector<Plan> plans;
+  for (const Plan& system : systems) {
+    if (without) plans.push_back(system);
+    if (system.experts.parallel > 1) continue;
+    for (int u : degrees) {
+      Plan plan = system;
+      plan.model_parallel.ulysses = u;
+      plan.name += "+ulysses" + std::to_string(u);
+      plans.push_back(std::move(plan));
+    }
+  }
+  return plans;
+}
+
 }  // namespace
 
 std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const workloads::ModelSpec& model,
@@ -223,10 +260,10 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
       topology::place_ranks(cluster, gpus, topology::PlacementPolicy::consecutive));
 
   // (micro-batch size, accumulation) on a data-parallel size.
-  auto batches_of = [&](int data_parallel) {
+  auto batches_of = [&](int replicas) {
     std::vector<std::pair<std::int64_t, std::int64_t>> batches;
     for (std::int64_t size : space.micro_batch_sizes) {
-      const std::int64_t per_step = size * data_parallel;
+      const std::int64_t per_step = size * replicas;
       if (size > 0 && training.global_batch_sequences % per_step == 0) {
         batches.emplace_back(size, training.global_batch_sequences / per_step);
       }
@@ -241,7 +278,8 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
     return placed;
   };
 
-  std::vector<Plan> plans = with_expert_parallelism(systems(space, gpus, per_node), space, model, gpus, per_node);
+  std::vector<Plan> plans = with_ulysses(with_expert_parallelism(systems(space, gpus, per_node), space, model, gpus, per_node),
+                                        space, model, training, gpus, per_node);
   if (space.megatron) {
     for (Plan& plan : megatron_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
   }
@@ -268,7 +306,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
         plan.buckets.reduce_bytes = bucket;
         plan.buckets.all_gather_bytes = bucket;
       }
-      for (const auto& [size, accumulation] : batches_of(data_parallel)) {
+      for (const auto& [size, accumulation] : batches_of(data_parallel / system.model_parallel.ulysses)) {
         Candidate candidate;
         candidate.plan = plan;
         candidate.factors = factors;

@@ -39,6 +39,18 @@
 // divides the experts and the GPUs, above 1 in both layouts, E+D and D+E
 // (the plan's name gains "+ep8:E+D"); by default 1 and the node's GPUs (or
 // the experts, when fewer). The pipelines keep their experts local.
+//
+// The data-parallel systems are also crossed with DeepSpeed-Ulysses
+// (TECHNIQUES.md section 6): each degree u of `ulysses` that divides the
+// GPUs and that the heads, key/value heads and sequence split over; the
+// plan's name gains "+ulysses8". u consecutive GPUs share each micro-batch,
+// so the global batch is split over GPUs / u replicas. By default 1, and
+// also the node's GPUs (all-to-alls on NVLink) when the global batch has
+// fewer sequences than the job has GPUs, as long-context jobs do: there data
+// parallelism alone leaves GPUs without a sequence. Elsewhere Ulysses is
+// asked for (it multiplies each replica's micro-batches by u, and the time
+// to simulate them). Not with expert parallelism above 1 (not modelled
+// together).
 #pragma once
 
 #include "topology/cluster.h"
@@ -68,6 +80,7 @@ struct SearchSpace {
   std::vector<topology::PlacementPolicy> placements = {topology::PlacementPolicy::consecutive,
                                                        topology::PlacementPolicy::leaf_aware};
   std::vector<int> expert_parallel;  // empty: 1 and min(experts, GPUs per node)
+  std::vector<int> ulysses;          // empty: 1, and GPUs per node when the batch has fewer sequences than GPUs
   std::vector<bool> tp_comm_overlap = {false};  // Megatron-LM layouts with t > 1
 };
 
