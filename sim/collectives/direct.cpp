@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace shardsim::sim {
 
@@ -138,12 +139,39 @@ TransferPlan DirectAlgorithm::plan(const CollectiveContext& context, const Colle
   const DirectSchedule schedule = direct_schedule(context, call);
   TransferPlan plan{call.op, Algorithm::direct, protocol, launch_latency(params, schedule), {}};
   if (schedule.sends.empty()) return plan;
-  Phase phase;
-  phase.transfers.reserve(schedule.sends.size());
-  TransferBuilder builder(context.router, params);
+  // In a group with as many GPUs on every node, an all-to-all's network
+  // sends from one GPU, of one size and one path latency, move as one
+  // lockstep transfer: they start together and, the traffic being
+  // symmetric, share the GPU's NIC evenly, as their separate flows would
+  // under max-min fairness. Across 128 nodes that is a few flows per sending
+  // GPU instead of one per remote peer (thousands instead of 130,000). In an
+  // irregular group the peers' paths load differently, and lockstep would
+  // hold the fast ones back; there, and over NVLink, each send stays a flow.
+  std::vector<std::vector<Hop>> transfers;
+  std::map<std::tuple<topology::GpuId, double, TimePs>, std::size_t> network_transfer;  // -> index in transfers
+  std::vector<double> bytes;
   for (const auto& send : schedule.sends) {
-    const TimePs latency = builder.add_hop(send.hop);
-    phase.transfers.push_back(builder.take(send.bytes, latency));
+    const bool grouped = call.op == CollectiveOp::all_to_all && context.group.uniform() &&
+                         TransferBuilder::crosses_nodes(context.cluster, send.hop);
+    if (grouped) {
+      const auto [it, added] = network_transfer.try_emplace(
+          {send.hop.src, send.bytes, step_latency(context.cluster, params, send.hop)}, transfers.size());
+      if (!added) {
+        transfers[it->second].push_back(send.hop);
+        continue;
+      }
+    }
+    transfers.push_back({send.hop});
+    bytes.push_back(send.bytes);
+  }
+  Phase phase;
+  phase.transfers.reserve(transfers.size());
+  TransferBuilder builder(context.router, params);
+  for (std::size_t t = 0; t < transfers.size(); ++t) {
+    TimePs latency = 0;
+    // Each hop hashed as when it was a transfer of its own (ECMP hash mode).
+    for (const Hop& hop : transfers[t]) latency = std::max(latency, builder.add_hop(hop, 0));
+    phase.transfers.push_back(builder.take(bytes[t], latency));
   }
   plan.phases.push_back(std::move(phase));
   return plan;
