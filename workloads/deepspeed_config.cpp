@@ -101,6 +101,16 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& document, const std
     plan.name = "deepspeed-zeropp-hpz" + std::to_string(hpz);
     plan.secondary_parameter_group = static_cast<int>(hpz);
   }
+  for (auto [key, value] : {std::pair{"zero_quantized_weights", &plan.quantized_weights},
+                            std::pair{"zero_quantized_gradients", &plan.quantized_gradients}}) {
+    *value = zero.boolean(key).value_or(false);
+    if (*value && (stage != 3 || mics > 0)) {
+      throw_input_error(file, std::string("zero_optimization.") + key, "needs stage 3 without MiCS (ZeRO++)");
+    }
+  }
+  if (plan.quantized_weights || plan.quantized_gradients) {
+    plan.name += std::string(plan.quantized_weights ? "-qwz" : "") + (plan.quantized_gradients ? "-qgz" : "");
+  }
 
   const double h2 = static_cast<double>(model.hidden) * static_cast<double>(model.hidden);
   const double bytes_per_element = 2;  // bf16 / fp16 buckets

@@ -79,6 +79,21 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   plan.as_implemented = reader.choice("behaviour", {"as_implemented", "ideal"}) == "as_implemented";
   plan.multi_rank_bucketing = reader.boolean("multi_rank_bucketing");
   plan.flat_all_gather = reader.boolean("flat_all_gather");
+  for (auto [key, value] : {std::pair{"quantized_weights", &plan.quantized_weights},
+                            std::pair{"quantized_gradients", &plan.quantized_gradients}}) {
+    if (!reader.has(key)) continue;
+    *value = reader.boolean(key);
+    const bool zero_stage_3 = (plan.system == ShardingSystem::zero || plan.system == ShardingSystem::zeropp) &&
+                              plan.factors.parameters != 1;
+    if (*value && !zero_stage_3) {
+      reader.fail(key, "ZeRO++'s quantized communication is modelled for systems \"zero\" and \"zeropp\" with the "
+                       "parameters sharded (ZeRO-3)");
+    }
+  }
+  if (plan.quantized_gradients && plan.factors.parameters != 0) {
+    reader.fail("quantized_gradients", "qgZ reduces the gradients over every data-parallel GPU: the parameters factor "
+                                       "must be \"all\"");
+  }
   if (plan.system == ShardingSystem::megatron &&
       (plan.factors.parameters != 1 || plan.factors.gradients != 1 || (plan.factors.optimizer != 1 && plan.factors.optimizer != 0))) {
     reader.fail("factors", "Megatron-LM shards no parameters or gradients: (1, 1, 1), or (1, 1, \"all\") for its "

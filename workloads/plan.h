@@ -30,6 +30,16 @@
 // per owner, unless multi_rank_bucketing all-reduces the bucket instead);
 // "ideal" removes them.
 //
+// ZeRO++'s quantized communication (zeropp_quantization.h; DeepSpeed's
+// zero_quantized_weights and zero_quantized_gradients), optional, false by
+// default, for systems "zero" and "zeropp" with the parameters sharded:
+//
+//   "quantized_weights": true, "quantized_gradients": true
+//
+// quantized_weights (qwZ) gathers every parameter in int8; quantized_gradients
+// (qgZ) reduces gradients by two int4 all-to-alls, inside nodes then across
+// them, and needs the parameters factor "all".
+//
 // System "megatron" is Megatron-LM (TECHNIQUES.md section 5): data
 // parallelism with factors (1, 1, 1), or (1, 1, all) for its distributed
 // optimizer, and an optional "model_parallel" block of tensor and pipeline
@@ -166,6 +176,8 @@ struct Plan {
   bool as_implemented = true;
   bool multi_rank_bucketing = false;
   bool flat_all_gather = false;
+  bool quantized_weights = false;    // ZeRO++ qwZ
+  bool quantized_gradients = false;  // ZeRO++ qgZ
   ModelParallelism model_parallel;
   ExpertParallelism experts;
   std::vector<std::string> sources;

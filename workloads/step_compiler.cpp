@@ -7,6 +7,7 @@
 #include "workloads/parameter_fetch.h"
 #include "workloads/transformer_kernels.h"
 #include "workloads/zero_pipeline_step.h"
+#include "workloads/zeropp_quantization.h"
 
 #include <algorithm>
 #include <optional>
@@ -80,6 +81,7 @@ class StepBuilder : OpWriter {
   void forward(int micro_batch);
   void backward(int micro_batch, bool last);
   void flush_gradient_bucket(int micro_batch, bool last);
+  OpIndex quantized_reduce(const std::string& name, double elements, std::vector<OpIndex> deps);
   OpIndex reduce_scatter_gradients(const std::string& name, const StateGroup& states, int communicator,
                                    const std::vector<std::size_t>& modules, double bytes, int stream,
                                    std::vector<OpIndex> deps);
@@ -100,6 +102,10 @@ class StepBuilder : OpWriter {
   ExpertShardingFactors expert_factors_;
   std::optional<int> expert_parallel_;  // the MoE all-to-all communicator
   std::optional<int> ulysses_;          // DeepSpeed-Ulysses' all-to-all communicator
+  // ZeRO++ qgZ across nodes: its all-to-alls inside a node and between the
+  // ranks with the same place in their nodes.
+  bool quantized_gradients_ = false;
+  std::optional<int> qgz_intra_node_, qgz_inter_node_;
   std::vector<ModuleWork> modules_;
   std::vector<double> module_offset_;  // first element of each module in its state group's flat buffer
   std::int64_t accumulation_ = 1;
@@ -252,8 +258,20 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
   if (last_on_compute_stream_) after_frees.push_back(*last_on_compute_stream_);
   memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters, gathered_bytes_[module],
          gather_stream, std::move(after_frees));
-  gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
-                                 e_ * fetch_.elements[module], gather_stream, std::move(deps));
+  if (!config_.plan.quantized_weights) {
+    gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
+                                   e_ * fetch_.elements[module], gather_stream, std::move(deps));
+    return;
+  }
+  // ZeRO++ qwZ: int8 on the wire, (de)quantized on the gather stream.
+  const double elements = fetch_.elements[module];
+  const OpIndex quantized =
+      add(kernel_op(weight_quantize(elements / group_size, e_), prefix + work.name + ".qwz.quantize", gather_stream,
+                    std::move(deps)));
+  const OpIndex gathered = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
+                                      kQuantizedWeightBytesPerElement * elements, gather_stream, {quantized});
+  gathered_[module] = add(kernel_op(weight_dequantize(elements, e_), prefix + work.name + ".qwz.dequantize",
+                                    gather_stream, {gathered}));
 }
 
 // The gathers the fetch schedule issues as entry t starts: over the
@@ -403,7 +421,11 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   const bool gradients_sharded = states.factors.gradients > 1;
   std::optional<OpIndex> done;
   std::optional<int> buffer_stream;
-  if (comms.parameters) {
+  if (comms.parameters && quantized_gradients_ && &states == &dense_) {
+    done = quantized_reduce(name, bytes / e_, after_last_compute());
+    buffer_stream = reduce_stream;
+    if (!overlap || plan.as_implemented) blocking_.push_back(*done);
+  } else if (comms.parameters) {
     done = collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, *comms.parameters, bytes, reduce_stream,
                       after_last_compute());
     buffer_stream = reduce_stream;
@@ -438,6 +460,19 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   if (last && done) last_reductions_.push_back(*done);
 }
 
+// ZeRO++ qgZ's replacement for the reduce-scatter over every rank
+// (zeropp_quantization.h), on the reduce stream.
+OpIndex StepBuilder::quantized_reduce(const std::string& name, double elements, std::vector<OpIndex> deps) {
+  const QuantizedGradientReduction q = quantized_gradient_reduction(elements, e_, config_.gpus_per_node, n_);
+  const OpIndex quantized = add(kernel_op(q.quantize, name + "." + q.quantize.name, reduce_stream, std::move(deps)));
+  const OpIndex intra = collective(name + ".qgz.intra_node.all_to_all", CollectiveOp::all_to_all, *qgz_intra_node_,
+                                   q.intra_node_bytes, reduce_stream, {quantized});
+  const OpIndex reduced = add(kernel_op(q.reduce, name + "." + q.reduce.name, reduce_stream, {intra}));
+  const OpIndex inter = collective(name + ".qgz.inter_node.all_to_all", CollectiveOp::all_to_all, *qgz_inter_node_,
+                                   q.inter_node_bytes, reduce_stream, {reduced});
+  return add(kernel_op(q.dequantize, name + "." + q.dequantize.name, reduce_stream, {inter}));
+}
+
 void StepBuilder::build() {
   const StepConfig& c = config_;
   dense_.size = n_;
@@ -449,6 +484,12 @@ void StepBuilder::build() {
   // DeepSpeed-Ulysses: u consecutive ranks share each micro-batch.
   const int u = c.plan.model_parallel.ulysses;
   ulysses_ = communicator("ulysses", u, [u](int r) { return r / u; });
+  const int per_node = c.gpus_per_node;
+  quantized_gradients_ = c.plan.quantized_gradients && n_ > per_node && n_ % per_node == 0;
+  if (quantized_gradients_) {
+    qgz_intra_node_ = communicator("qgz_intra_node", per_node, [per_node](int r) { return r / per_node; });
+    qgz_inter_node_ = communicator("qgz_inter_node", n_ / per_node, [per_node](int r) { return r % per_node; });
+  }
   modules_ = transformer_modules(c.model, c.training, c.plan.model_parallel, c.plan.experts);
   for (std::size_t module = 0; module < modules_.size(); ++module) {
     StateGroup& states = &states_of(module) == &dense_ ? dense_ : experts_;
@@ -544,6 +585,10 @@ Program compile_step(const StepConfig& config) {
                                     {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
                                     {"parameter_broadcast", config.plan.overlap.parameter_broadcast}};
   program.description["secondary_parameter_group"] = config.plan.secondary_parameter_group;
+  if (config.plan.quantized_weights || config.plan.quantized_gradients) {
+    program.description["quantized"] = {{"weights", config.plan.quantized_weights},
+                                        {"gradients", config.plan.quantized_gradients}};
+  }
   if (config.plan.experts.parallel > 1) {
     program.description["experts"] = expert_description(config.plan, builder.expert_factors());
   }

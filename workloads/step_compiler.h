@@ -47,7 +47,10 @@
 // all-gather one call instead of all_gather_bytes buckets. Tensors of at most
 // buckets.persistence_threshold_parameters elements are held whole on every
 // GPU when f_P > 1, left out of the module gathers and gathered once after
-// the optimizer, as DeepSpeed ZeRO-3 does. Not modelled: with tied embeddings
+// the optimizer, as DeepSpeed ZeRO-3 does. ZeRO++'s quantized_weights and
+// quantized_gradients add their kernels and shrink their calls as
+// zeropp_quantization.h says (qgZ across nodes only: within one node
+// DeepSpeed keeps the reduce-scatter). Not modelled: with tied embeddings
 // the head's GEMM does not gather the embedding again (one embedding-sized
 // gather per pass too few under parameter sharding).
 #pragma once

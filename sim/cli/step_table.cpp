@@ -66,6 +66,12 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   }
   if (d.contains("experts")) print_experts_line(d.at("experts"));
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
+  if (d.contains("quantized")) {
+    const nlohmann::json& q = d.at("quantized");
+    std::printf("# ZeRO++ quantized communication: parameter gathers in int8 (qwZ) %s, gradients as int4 all-to-alls "
+                "across nodes (qgZ) %s\n",
+                on(q.at("weights")), on(q.at("gradients")));
+  }
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
               d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),

@@ -69,15 +69,18 @@ std::vector<Plan> systems(const SearchSpace& space, int gpus, int gpus_per_node)
     const Plan hybrid = workloads::load_plan("fsdp-hybrid-8");
     const Plan mics = workloads::load_plan("mics-8");
     const Plan zeropp = workloads::load_plan("zeropp-hpz8");
+    const Plan quantized_zeropp = workloads::load_plan("zeropp-hpz8-qwz-qgz");
     for (int k : factors) {
       if (k == 1 || k == gpus) continue;
       const std::string size = std::to_string(k);
       plans.push_back(with_factors(hybrid, "fsdp-hybrid-" + size, k, k, k));
       plans.push_back(with_factors(mics, "mics-" + size, k, k, k));
-      Plan secondary = zeropp;
-      secondary.name = "zeropp-hpz" + size;
-      secondary.secondary_parameter_group = k;
-      plans.push_back(std::move(secondary));
+      for (const Plan* preset : {&zeropp, &quantized_zeropp}) {
+        Plan secondary = *preset;
+        secondary.name = "zeropp-hpz" + size + (preset->quantized_weights ? "-qwz-qgz" : "");
+        secondary.secondary_parameter_group = k;
+        plans.push_back(std::move(secondary));
+      }
     }
   }
   if (space.amsp) {

@@ -1,7 +1,8 @@
 // The plan space `shardsim search` walks (issue 5, TECHNIQUES.md sections 1-5):
 // every AMSP factor triple the dependency rule and mesh filter allow, the
 // named systems (ZeRO-0..3, FSDP FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD(k),
-// MiCS(k), ZeRO++ hpZ(k)), crossed with bucket sizes, micro-batch sizes,
+// MiCS(k), ZeRO++ hpZ(k) without and with its quantized gathers and
+// gradient reduction, qwZ + qgZ), crossed with bucket sizes, micro-batch sizes,
 // recompute choices and rank placements; and the pipelines: Megatron-LM's
 // tensor x pipeline (x virtual stages) x data parallelism, and ZeroPP's
 // TP-free pipeline with ZeRO-3 inside each stage, crossed with micro-batch
