@@ -67,7 +67,7 @@ TEST_CASE("MiCS and ZeRO++ settings pick those systems", "[deepspeed]") {
       "mics_hierarchical_params_gather": true}})");
   REQUIRE(mics.plan.system == ShardingSystem::mics);
   REQUIRE(mics.plan.factors.parameters == 8);
-  REQUIRE(mics.plan.hierarchical_gradient_reduction);
+  REQUIRE(mics.plan.hierarchical_parameter_gather);
   REQUIRE(import(R"({"zero_optimization": {"stage": 3, "mics_shard_size": -1}})").plan.system == ShardingSystem::zero);
   const auto zeropp = import(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})");
   REQUIRE(zeropp.plan.system == ShardingSystem::zeropp);

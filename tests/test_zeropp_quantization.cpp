@@ -144,7 +144,7 @@ TEST_CASE("qgZ reduces every gradient once per micro-batch by two int4 all-to-al
 TEST_CASE("quantized communication is refused where ZeRO++ does not run it, naming the field", "[zeropp][plan]") {
   nlohmann::json plan = nlohmann::json::parse(R"({
     "name": "q", "system": "zero", "factors": {"parameters": 1, "gradients": 1, "optimizer": "all"},
-    "secondary_parameter_group": 1, "hierarchical_gradient_reduction": false,
+    "secondary_parameter_group": 1,
     "buckets": {"reduce_bytes": 1e9, "all_gather_bytes": 1e9, "prefetch_bytes": 0, "persistence_threshold_parameters": 0},
     "overlap": {"gather_scatter": true, "optimizer_all_reduce": true, "parameter_broadcast": true},
     "behaviour": "as_implemented", "multi_rank_bucketing": false, "flat_all_gather": false,

@@ -92,7 +92,7 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& document, const std
     plan.system = ShardingSystem::mics;
     plan.name = "deepspeed-mics" + std::to_string(mics);
     plan.factors = FactorSpec{static_cast<int>(mics), static_cast<int>(mics), static_cast<int>(mics)};
-    plan.hierarchical_gradient_reduction = zero.boolean("mics_hierarchical_params_gather").value_or(false);
+    plan.hierarchical_parameter_gather = zero.boolean("mics_hierarchical_params_gather").value_or(false);
   }
   const std::int64_t hpz = zero.integer("zero_hpz_partition_size").value_or(1);
   if (hpz > 1) {

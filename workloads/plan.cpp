@@ -60,7 +60,17 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     reader.fail("secondary_parameter_group", "a secondary parameter copy is ZeRO++'s (system \"zeropp\"); use 1");
   }
   plan.secondary_parameter_group = static_cast<int>(secondary);
-  plan.hierarchical_gradient_reduction = reader.boolean("hierarchical_gradient_reduction");
+  if (reader.has("hierarchical_gradient_reduction")) {
+    reader.fail("hierarchical_gradient_reduction",
+                "no longer read: MiCS always reduces gradients in its group, then across groups; DeepSpeed's "
+                "mics_hierarchical_params_gather is \"hierarchical_parameter_gather\"");
+  }
+  if (reader.has("hierarchical_parameter_gather")) {
+    plan.hierarchical_parameter_gather = reader.boolean("hierarchical_parameter_gather");
+    if (plan.hierarchical_parameter_gather && plan.system != ShardingSystem::mics) {
+      reader.fail("hierarchical_parameter_gather", "the two-hop parameter gather is MiCS's (system \"mics\")");
+    }
+  }
   auto buckets = reader.object("buckets");
   plan.buckets.reduce_bytes = buckets.positive_number("reduce_bytes");
   plan.buckets.all_gather_bytes = buckets.positive_number("all_gather_bytes");

@@ -8,11 +8,15 @@
 // all), MiCS(k) and FSDP HYBRID_SHARD(k) (k, k, k). The `system` keeps what
 // differs beyond the factors: ZeRO++ keeps a secondary copy of the
 // parameters sharded over `secondary_parameter_group` GPUs for the backward
-// gathers; MiCS reduces gradients inside its group, then across groups.
+// gathers; MiCS reduces gradients inside its group, then across groups, and
+// with the optional "hierarchical_parameter_gather": true (DeepSpeed's
+// mics_hierarchical_params_gather; default false, as there) gathers a group
+// that spans nodes in two hops: an all-gather among the group's GPUs with
+// the same place in their nodes, then one inside each node.
 //
 //   {"name": "zero3", "system": "zero",
 //    "factors": {"parameters": "all", "gradients": "all", "optimizer": "all"},
-//    "secondary_parameter_group": 1, "hierarchical_gradient_reduction": false,
+//    "secondary_parameter_group": 1,
 //    "buckets": {"reduce_bytes": 1e9, "all_gather_bytes": 1e9, "prefetch_bytes": 1e8,
 //                "persistence_threshold_parameters": 1e5, "max_live_parameters": 1e9,
 //                "max_reuse_distance_parameters": 1e9},
@@ -170,7 +174,7 @@ struct Plan {
   ShardingSystem system = ShardingSystem::zero;
   FactorSpec factors;
   int secondary_parameter_group = 1;  // ZeRO++ hpZ; 1 = off
-  bool hierarchical_gradient_reduction = false;
+  bool hierarchical_parameter_gather = false;  // MiCS
   BucketSizes buckets;
   OverlapSwitches overlap;
   bool as_implemented = true;

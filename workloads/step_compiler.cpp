@@ -106,6 +106,9 @@ class StepBuilder : OpWriter {
   // ranks with the same place in their nodes.
   bool quantized_gradients_ = false;
   std::optional<int> qgz_intra_node_, qgz_inter_node_;
+  // MiCS's two-hop gather of a group spanning nodes: among the group's GPUs
+  // with the same place in their nodes, then inside each node.
+  std::optional<int> gather_inter_node_, gather_intra_node_;
   std::vector<ModuleWork> modules_;
   std::vector<double> module_offset_;  // first element of each module in its state group's flat buffer
   std::int64_t accumulation_ = 1;
@@ -258,6 +261,16 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
   if (last_on_compute_stream_) after_frees.push_back(*last_on_compute_stream_);
   memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters, gathered_bytes_[module],
          gather_stream, std::move(after_frees));
+  if (gather_inter_node_ && communicator_index == *dense_.comms.parameters) {
+    // MiCS's two hops: each GPU first gathers the shards of its peers in the
+    // other nodes (1/G of the module), then the node gathers those.
+    const double bytes = e_ * fetch_.elements[module];
+    const OpIndex across = collective(prefix + "all_gather." + work.name + ".inter_node", CollectiveOp::all_gather,
+                                      *gather_inter_node_, bytes / config_.gpus_per_node, gather_stream, std::move(deps));
+    gathered_[module] = collective(prefix + "all_gather." + work.name + ".intra_node", CollectiveOp::all_gather,
+                                   *gather_intra_node_, bytes, gather_stream, {across});
+    return;
+  }
   if (!config_.plan.quantized_weights) {
     gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
                                    e_ * fetch_.elements[module], gather_stream, std::move(deps));
@@ -479,12 +492,17 @@ void StepBuilder::build() {
   dense_.factors = resolve_factors(c.plan, c.data_parallel, c.gpus_per_node, c.plan_file);
   dense_.secondary_group = c.plan.secondary_parameter_group;
   make_communicators(dense_, "", [](int r) { return GroupSlot{0, r}; });
+  const int fp = dense_.factors.parameters, per_node = c.gpus_per_node;
+  if (c.plan.hierarchical_parameter_gather && fp > per_node && fp % per_node == 0) {
+    gather_inter_node_ = communicator("parameters_inter_node", fp / per_node,
+                                      [fp, per_node](int r) { return std::pair(r / fp, r % per_node); });
+    gather_intra_node_ = communicator("parameters_intra_node", per_node, [per_node](int r) { return r / per_node; });
+  }
   make_expert_groups();
   accumulation_ = micro_batches_per_step(c);
   // DeepSpeed-Ulysses: u consecutive ranks share each micro-batch.
   const int u = c.plan.model_parallel.ulysses;
   ulysses_ = communicator("ulysses", u, [u](int r) { return r / u; });
-  const int per_node = c.gpus_per_node;
   quantized_gradients_ = c.plan.quantized_gradients && n_ > per_node && n_ % per_node == 0;
   if (quantized_gradients_) {
     qgz_intra_node_ = communicator("qgz_intra_node", per_node, [per_node](int r) { return r / per_node; });
@@ -585,6 +603,7 @@ Program compile_step(const StepConfig& config) {
                                     {"optimizer_all_reduce", config.plan.overlap.optimizer_all_reduce},
                                     {"parameter_broadcast", config.plan.overlap.parameter_broadcast}};
   program.description["secondary_parameter_group"] = config.plan.secondary_parameter_group;
+  if (config.plan.hierarchical_parameter_gather) program.description["hierarchical_parameter_gather"] = true;
   if (config.plan.quantized_weights || config.plan.quantized_gradients) {
     program.description["quantized"] = {{"weights", config.plan.quantized_weights},
                                         {"gradients", config.plan.quantized_gradients}};

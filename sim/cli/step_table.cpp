@@ -66,6 +66,9 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   }
   if (d.contains("experts")) print_experts_line(d.at("experts"));
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
+  if (d.contains("hierarchical_parameter_gather")) {
+    std::printf("# MiCS hierarchical parameter gather: a group spanning nodes gathers across nodes, then inside each\n");
+  }
   if (d.contains("quantized")) {
     const nlohmann::json& q = d.at("quantized");
     std::printf("# ZeRO++ quantized communication: parameter gathers in int8 (qwZ) %s, gradients as int4 all-to-alls "
