@@ -51,4 +51,35 @@ void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& f
   backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
 }
 
+namespace {
+
+std::vector<KernelSpec> ring_blocks(int c, double bytes_per_step, const std::vector<KernelSpec>& whole,
+                                    const std::string& call_name) {
+  std::vector<KernelSpec> list;
+  for (int block = 0; block < c; ++block) {
+    const bool next_exchange = block + 1 < c;
+    if (next_exchange) {
+      list.push_back(group_call(call_name + ".step" + std::to_string(block + 1), CallGroup::context_parallel,
+                                CollectiveOp::send_recv, bytes_per_step));
+    }
+    for (std::size_t k = 0; k < whole.size(); ++k) {
+      KernelSpec spec = whole[k];
+      spec.name += ".block" + std::to_string(block);
+      spec.flops /= static_cast<double>(c) * c;
+      // The block's keys and values came with the exchange listed before the
+      // one just issued (or, for the last block, the latest one).
+      if (block > 0 && k == 0) spec.waits_for_call = next_exchange ? 2 : 1;
+      list.push_back(std::move(spec));
+    }
+  }
+  return list;
+}
+
+}  // namespace
+
+void context_parallel_ring(int c, double kv_bytes, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward) {
+  forward = ring_blocks(c, kv_bytes, forward, "attention.context_parallel");
+  backward = ring_blocks(c, 2 * kv_bytes, backward, "attention.context_parallel.backward");
+}
+
 }  // namespace shardsim::workloads

@@ -14,4 +14,15 @@ namespace shardsim::workloads {
 // whole sequence.
 void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward);
 
+// Megatron-LM's context parallelism over c GPUs (Transformer Engine's ring
+// attention, cp_comm_type "p2p"): the core lists of a whole-sequence core
+// become this GPU's queries against each GPU's keys and values in turn, c
+// blocks of 1/c^2 of the FLOPs each (the sequence's 2c chunks balance the
+// causal work), each block re-reading its queries and rewriting its partial
+// output. Before block i >= 1 the keys and values it needs arrive by a
+// send/recv around the group (`kv_bytes` per GPU), issued as block i - 1
+// starts so the exchange hides behind it; the backward sends the key and
+// value gradients along with them (twice the bytes).
+void context_parallel_ring(int c, double kv_bytes, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward);
+
 }  // namespace shardsim::workloads

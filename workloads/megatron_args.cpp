@@ -243,7 +243,6 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
                       "no --flag found: expected Megatron-LM's, e.g. --tensor-model-parallel-size 8 --micro-batch-size 1");
   }
   check_model(flags, model);
-  flags.refuse_above_one("context_parallel_size", "context parallelism is not modelled yet");
   flags.refuse_above_one("expert_model_parallel_size",
                          "expert parallelism is modelled under the data-parallel systems only (plan \"experts\" "
                          "block), not yet with Megatron-LM's tensor and pipeline parallelism");
@@ -265,9 +264,12 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   ModelParallelism& mp = plan.model_parallel;
   mp.tensor = static_cast<int>(flags.integer("tensor_model_parallel_size").value_or(1));
   mp.pipeline = static_cast<int>(flags.integer("pipeline_model_parallel_size").value_or(1));
+  mp.context = static_cast<int>(flags.integer("context_parallel_size").value_or(1));
   if (gpus % mp.gpus_per_replica() != 0) {
-    flags.fail(flags.has("pipeline_model_parallel_size") ? "pipeline_model_parallel_size" : "tensor_model_parallel_size",
-               "tensor x pipeline = " + std::to_string(mp.gpus_per_replica()) + " does not divide the " +
+    flags.fail(flags.has("context_parallel_size")         ? "context_parallel_size"
+               : flags.has("pipeline_model_parallel_size") ? "pipeline_model_parallel_size"
+                                                           : "tensor_model_parallel_size",
+               "tensor x pipeline x context = " + std::to_string(mp.gpus_per_replica()) + " does not divide the " +
                    std::to_string(gpus) + " GPUs");
   }
   if (gpus_per_node % mp.tensor != 0) {
@@ -370,7 +372,8 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   plan.buckets.all_gather_bytes = training.bytes_per_value * bucket_parameters;
 
   plan.name = "megatron-t" + std::to_string(mp.tensor) + "-p" + std::to_string(mp.pipeline) +
-              (mp.virtual_stages > 1 ? "-v" + std::to_string(mp.virtual_stages) : "");
+              (mp.virtual_stages > 1 ? "-v" + std::to_string(mp.virtual_stages) : "") +
+              (mp.context > 1 ? "-c" + std::to_string(mp.context) : "");
   plan.sources = {"imported from Megatron-LM arguments " + file};
   return job;
 }

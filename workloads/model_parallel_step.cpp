@@ -10,6 +10,7 @@
 #include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 namespace shardsim::workloads {
@@ -25,10 +26,11 @@ enum Stream : int {
   gradient_receive_stream,
   reduce_stream,
   gather_stream,
+  context_stream,
 };
 
 struct Communicators {
-  std::optional<int> tensor, data;
+  std::optional<int> tensor, data, context;
   PipelineCommunicators pipeline;
 };
 
@@ -75,14 +77,14 @@ class StageBuilder : PipelineStageWriter {
   bool gather_at_start_ = false;
 };
 
-// Model-parallel calls of a kernel list go over the tensor-parallel group
-// (plans refuse expert parallelism with Megatron-LM, plan.h).
+// Model-parallel calls of a kernel list go over the tensor- or the
+// context-parallel group (plans refuse expert parallelism with Megatron-LM,
+// plan.h).
 void StageBuilder::run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps) {
   OpWriter::run(list, prefix, deps, [this](CallGroup group) {
-    if (group != CallGroup::tensor_parallel || !comms_.tensor) {
-      throw std::logic_error("StageBuilder: a call outside a tensor-parallel group");
-    }
-    return CallRoute{*comms_.tensor, tensor_stream};
+    if (group == CallGroup::tensor_parallel && comms_.tensor) return CallRoute{*comms_.tensor, tensor_stream};
+    if (group == CallGroup::context_parallel && comms_.context) return CallRoute{*comms_.context, context_stream};
+    throw std::logic_error("StageBuilder: a call outside the tensor- and context-parallel groups");
   });
 }
 
@@ -264,7 +266,10 @@ ModelParallelPartition partition_model(const StepConfig& config) {
                           std::to_string(model.layers) + " layers of " + model.name);
   }
   ModelParallelPartition partition;
-  partition.factors = resolve_factors(config.plan, config.data_parallel, config.gpus_per_node / mp.tensor, config.plan_file);
+  // The distributed optimizer shards over the data x context-parallel GPUs,
+  // which all hold the same parameters; the batch splits over data alone.
+  partition.factors =
+      resolve_factors(config.plan, sharding_group_size(config), config.gpus_per_node / mp.tensor, config.plan_file);
   partition.micro_batches = gradient_accumulation_steps(config.training, config.data_parallel, config.training_file);
   if (config.plan.system == ShardingSystem::zero_pipeline && partition.micro_batches % mp.scheduling_unit != 0) {
     throw_input_error(config.plan_file, "model_parallel.scheduling_unit",
@@ -285,8 +290,8 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   const bool fp32_gradients = config.plan.system == ShardingSystem::megatron && !config.training.fp16;
   partition.gradient_bytes_per_value = fp32_gradients ? 4.0 : config.training.bytes_per_value;
   const double tokens = static_cast<double>(config.training.tokens_per_micro_batch());
-  partition.boundary_bytes =
-      config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) / mp.sequence_shards();
+  partition.boundary_bytes = config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) /
+                             (mp.sequence_shards() * mp.context);
   const int layers_per_chunk = model.layers / chunks_total;
   partition.chunks.assign(static_cast<std::size_t>(mp.pipeline),
                           std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(mp.virtual_stages)));
@@ -338,13 +343,17 @@ std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
 
 Program compile_model_parallel_step(const StepConfig& config) {
   const ModelParallelism& mp = config.plan.model_parallel;
-  const ModelParallelLayout layout{mp.tensor, config.data_parallel, mp.pipeline};
+  // Megatron's order puts the context-parallel rank between the tensor- and
+  // the data-parallel ones: the layout's "data" index is cp + c dp.
+  const int c = mp.context;
+  const ModelParallelLayout layout{mp.tensor, config.data_parallel * c, mp.pipeline};
   const ModelParallelPartition partition = partition_model(config);
 
   Program program;
   program.ranks = layout.ranks();
   program.streams = {"compute",           "tensor_parallel", "activation_send", "activation_receive",
                      "gradient_send",     "gradient_receive", "gradient_reduce", "parameter_gather"};
+  if (c > 1) program.streams.push_back("context_parallel");  // context_stream
   Communicators comms;
   const auto add = [&](Communicator communicator) {
     program.communicators.push_back(std::move(communicator));
@@ -355,6 +364,11 @@ Program compile_model_parallel_step(const StepConfig& config) {
   if (d > 1) {
     comms.data = add(make_communicator("data_parallel", layout.ranks(),
                                        [&layout](int r) { return std::pair(layout.tp(r), layout.pp(r)); }));
+  }
+  if (c > 1) {
+    comms.context = add(make_communicator("context_parallel", layout.ranks(), [&layout, c](int r) {
+      return std::tuple(layout.tp(r), layout.pp(r), layout.dp(r) / c);
+    }));
   }
   comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
@@ -371,6 +385,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["overlap"] = {{"gradient_reduce", config.plan.overlap.optimizer_all_reduce},
                                     {"parameter_gather", config.plan.overlap.parameter_broadcast}};
   program.description["tensor_parallel"] = mp.tensor;
+  if (c > 1) program.description["context_parallel"] = c;
   program.description["pipeline_parallel"] = mp.pipeline;
   program.description["virtual_stages"] = mp.virtual_stages;
   program.description["sequence_parallel"] = mp.sequence_parallel;

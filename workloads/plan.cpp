@@ -142,8 +142,12 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
       if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
       if (parallel.has("tp_comm_overlap")) mp.tp_comm_overlap = parallel.boolean("tp_comm_overlap");
+      if (parallel.has("context_parallel")) mp.context = degree("context_parallel");
       if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
       parallel.finish();
+      if (zero_pipeline && mp.context != 1) {
+        reader.fail("model_parallel.context_parallel", "context parallelism is Megatron-LM's (system \"megatron\")");
+      }
       if (zero_pipeline && mp.tensor != 1) {
         reader.fail("model_parallel.tensor", "ZeroPP's pipeline is TP-free: tensor must be 1, got " + std::to_string(mp.tensor));
       }

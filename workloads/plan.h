@@ -60,7 +60,11 @@
 // tp_comm_overlap (Megatron-LM's --tp-comm-overlap, needs sequence_parallel):
 // Transformer Engine's userbuffers hide the forward gathers and
 // reduce-scatters and the backward's gradient gathers behind GEMM slices
-// (transformer_kernels.h).
+// (transformer_kernels.h); context_parallel (Megatron-LM's
+// --context-parallel-size, TE's ring attention): GPUs that split each
+// micro-batch's sequence, attention exchanging keys and values around them
+// (transformer_kernels.h); the data-parallel GPUs are then GPUs / (tensor x
+// pipeline x context), and gradients reduce over data x context.
 // "pipeline" and "tensor" are required in the block, the rest optional.
 //
 // System "zero_pipeline" is ZeroPP (Tang et al. 2024; TECHNIQUES.md section
@@ -156,11 +160,12 @@ struct ModelParallelism {
   int scheduling_unit = 1;  // zero_pipeline: micro-batches per unit
   bool tp_comm_overlap = false;
   int ulysses = 1;  // DeepSpeed-Ulysses sequence parallelism (data-parallel systems)
+  int context = 1;  // Megatron-LM context parallelism (ring attention)
 
-  int gpus_per_replica() const { return tensor * pipeline; }
+  int gpus_per_replica() const { return tensor * pipeline * context; }
   // How many ways hidden states between blocks are split along the sequence.
   int sequence_shards() const { return sequence_parallel ? tensor : 1; }
-  bool any() const { return tensor > 1 || pipeline > 1; }
+  bool any() const { return tensor > 1 || pipeline > 1 || context > 1; }
 };
 
 struct ExpertParallelism {

@@ -581,6 +581,10 @@ int batch_replicas(const StepConfig& config) {
   return config.data_parallel / u;
 }
 
+int sharding_group_size(const StepConfig& config) {
+  return config.data_parallel * config.plan.model_parallel.context;
+}
+
 std::int64_t micro_batches_per_step(const StepConfig& config) {
   return gradient_accumulation_steps(config.training, batch_replicas(config), config.training_file);
 }

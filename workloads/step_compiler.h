@@ -86,6 +86,10 @@ struct StepConfig {
 // model_parallel.ulysses when u does not divide the data-parallel size.
 int batch_replicas(const StepConfig& config);
 
+// The GPUs the sharding factors split model states over: the data-parallel
+// ones, times the context-parallel ones, which hold the same parameters.
+int sharding_group_size(const StepConfig& config);
+
 // Micro-batches each rank runs per step: the global batch over the batch
 // replicas; throws InputError naming the training file when it does not split.
 std::int64_t micro_batches_per_step(const StepConfig& config);

@@ -38,8 +38,12 @@ void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameter
 void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
                                   const ModelParallelism& parallel) {
   if (model.has_mla) throw InputError(model.name + ": MLA layers are parsed but not yet compiled into a training step");
-  const int t = parallel.tensor, u = parallel.ulysses;
+  const int t = parallel.tensor, u = parallel.ulysses, c = parallel.context;
   if (u > 1 && t > 1) throw InputError(model.name + ": DeepSpeed-Ulysses is compiled without tensor parallelism");
+  if (c > 1 && model.has_moe) throw InputError(model.name + ": MoE layers are compiled without context parallelism");
+  if (c > 1 && !training.flash_attention) {
+    throw InputError(model.name + ": context parallelism runs on fused (flash) attention, as Transformer Engine's does");
+  }
   if (model.has_moe && t > 1) {
     throw InputError(model.name + ": MoE layers are compiled without tensor parallelism for now (tensor " +
                      std::to_string(t) + ")");
@@ -55,17 +59,20 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
   };
   const Count heads{"heads", model.heads}, kv_heads{"kv_heads", model.kv_heads};
   require_split(u, "DeepSpeed-Ulysses", {heads, kv_heads, {"sequence_length", training.sequence_length}});
+  // Megatron-LM cuts the sequence into 2c chunks, rank i keeping chunks i and
+  // 2c - 1 - i, so that every rank does the same causal attention work.
+  require_split(2 * c, "(twice the) context-parallel", {{"sequence_length", training.sequence_length}});
   require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
 }
 
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel, const ExpertParallelism& experts) {
   require_model_parallel_split(model, training, parallel);
-  const int t = parallel.tensor, u = parallel.ulysses;
+  const int t = parallel.tensor, u = parallel.ulysses, c = parallel.context;
   LayerShapes x{};
   x.batch = static_cast<double>(training.micro_batch_size);
   x.sequence = static_cast<double>(training.sequence_length);
-  x.tokens = x.batch * x.sequence / u;  // this GPU's part of the sequence under DeepSpeed-Ulysses
+  x.tokens = x.batch * x.sequence / (u * c);  // this GPU's part of the sequence (DeepSpeed-Ulysses, context parallelism)
   x.hidden = static_cast<double>(model.hidden);
   // This GPU's heads, MLP width and vocabulary (Megatron pads the vocabulary
   // to a multiple of the group).
@@ -148,6 +155,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;
     attention_core(core, training.flash_attention, core_forward, core_backward);
+    if (c > 1) context_parallel_ring(c, x.e * T * 2 * x.kv, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
     linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
     attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));

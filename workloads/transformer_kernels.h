@@ -83,7 +83,7 @@
 namespace shardsim::workloads {
 
 // The model-parallel group a call in a kernel list runs over.
-enum class CallGroup : std::uint8_t { tensor_parallel, expert_parallel, sequence_parallel };
+enum class CallGroup : std::uint8_t { tensor_parallel, expert_parallel, sequence_parallel, context_parallel };
 
 struct ModelParallelCall {
   CallGroup group = CallGroup::tensor_parallel;

@@ -105,8 +105,8 @@ JobInputs load_job_inputs(const JobOptions& options) {
   // These checks name the file at fault before anything is compiled.
   check_sequence_length(step.training, step.model, step.training_file);
   // Data-parallel groups of a tensor-parallel plan have gpus_per_node / t GPUs in a node.
-  inputs.factors = resolve_factors(step.plan, step.data_parallel, step.gpus_per_node / step.plan.model_parallel.tensor,
-                                   step.plan_file);
+  inputs.factors = resolve_factors(step.plan, sharding_group_size(step),
+                                   step.gpus_per_node / step.plan.model_parallel.tensor, step.plan_file);
   inputs.gradient_accumulation_steps = micro_batches_per_step(step);
   return inputs;
 }

@@ -76,8 +76,10 @@ int run_memory(const MemoryOptions& options) {
     std::printf("# TP-free pipeline %d x %d virtual stages, scheduling units of %d micro-batches; the fullest stage: %d\n",
                 mp.pipeline, mp.virtual_stages, mp.scheduling_unit, stage);
   } else if (mp.any()) {
-    std::printf("# tensor parallel %d%s, pipeline %d x %d virtual stages; the fullest stage: %d\n", mp.tensor,
-                mp.sequence_parallel ? " (sequence parallel)" : "", mp.pipeline, mp.virtual_stages, stage);
+    std::printf("# tensor parallel %d%s%s, pipeline %d x %d virtual stages; the fullest stage: %d\n", mp.tensor,
+                mp.sequence_parallel ? " (sequence parallel)" : "",
+                mp.context > 1 ? (", context parallel " + std::to_string(mp.context)).c_str() : "", mp.pipeline,
+                mp.virtual_stages, stage);
   }
   std::printf("# plan %s (%s): f_P %d, f_G %d, f_OS %d\n", plan.name.c_str(), to_string(plan.system).c_str(),
               factors.parameters, factors.gradients, factors.optimizer);

@@ -43,11 +43,15 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               d.at("model").get<std::string>().c_str(), d.at("parameters").get<double>() / 1e9, cluster.c_str(),
               program.ranks, d.at("data_parallel").get<int>());
   if (d.contains("tensor_parallel")) {
-    std::printf("# plan %s (megatron): tensor %d%s%s, pipeline %d x %d virtual stages, %s; overlap: gradient reduce %s, "
+    std::printf("# plan %s (megatron): tensor %d%s%s%s, pipeline %d x %d virtual stages, %s; overlap: gradient reduce %s, "
                 "parameter gather %s\n",
                 d.at("plan").get<std::string>().c_str(), d.at("tensor_parallel").get<int>(),
                 d.at("sequence_parallel").get<bool>() ? " + sequence parallel" : "",
-                d.at("tp_comm_overlap").get<bool>() ? " + TP comm overlap" : "", d.at("pipeline_parallel").get<int>(),
+                d.at("tp_comm_overlap").get<bool>() ? " + TP comm overlap" : "",
+                d.contains("context_parallel")
+                    ? (", context " + std::to_string(d.at("context_parallel").get<int>())).c_str()
+                    : "",
+                d.at("pipeline_parallel").get<int>(),
                 d.at("virtual_stages").get<int>(),
                 d.at("distributed_optimizer").get<bool>() ? "distributed optimizer" : "replicated optimizer",
                 on(o.at("gradient_reduce")), on(o.at("parameter_gather")));
