@@ -7,11 +7,13 @@
 #include "sim/collectives/collective_algorithm.h"
 #include "topology/cluster_spec.h"
 #include "topology/routing.h"
+#include "workloads/program.h"
 
 #include <nlohmann/json.hpp>
 
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 
 namespace shardsim::test {
@@ -174,5 +176,13 @@ class World {
   std::unique_ptr<topology::Router> router_;
   calib::Profile profile_;
 };
+
+// The program's communicator called `name`.
+inline const workloads::Communicator& communicator_named(const workloads::Program& program, const std::string& name) {
+  for (const workloads::Communicator& c : program.communicators) {
+    if (c.name == name) return c;
+  }
+  throw std::invalid_argument("the program has no communicator " + name);
+}
 
 }  // namespace shardsim::test

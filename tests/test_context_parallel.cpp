@@ -56,14 +56,6 @@ RankTotals totals(const Program& program, int rank) {
   return t;
 }
 
-const Communicator& communicator_named(const Program& program, const std::string& name) {
-  for (const Communicator& c : program.communicators) {
-    if (c.name == name) return c;
-  }
-  FAIL("no communicator " << name);
-  throw std::logic_error("unreachable");
-}
-
 }  // namespace
 
 TEST_CASE("context parallelism: 1/c of the work on c times the micro-batches, keys and values around the ring",
@@ -90,9 +82,9 @@ TEST_CASE("context parallelism: 1/c of the work on c times the micro-batches, ke
     // Megatron's order, rank = tp + 2 (cp + c dp): rank 3 is tp 1, cp 1, dp 0.
     std::vector<int> ring;
     for (int cp = 0; cp < c; ++cp) ring.push_back(1 + 2 * cp);
-    REQUIRE(communicator_named(program, "context_parallel").group_of(3) == ring);
+    REQUIRE(test::communicator_named(program, "context_parallel").group_of(3) == ring);
     // Gradients reduce over every GPU holding the same parameters: data x context.
-    REQUIRE(communicator_named(program, "data_parallel").group_size() == kGpus / 2);
+    REQUIRE(test::communicator_named(program, "data_parallel").group_size() == kGpus / 2);
     // 1/c of the tokens: 1/c of each micro-batch's activations.
     REQUIRE(estimate_stage_memory(config).front().activations ==
             Approx(estimate_stage_memory(context_parallel(1, 2)).front().activations / c));

@@ -40,14 +40,6 @@ double gathered_bytes_sent(const Program& program, int rank, const std::string& 
   return sent;
 }
 
-const Communicator& communicator_named(const Program& program, const std::string& name) {
-  for (const Communicator& c : program.communicators) {
-    if (c.name == name) return c;
-  }
-  FAIL("no communicator " << name);
-  throw std::logic_error("unreachable");
-}
-
 }  // namespace
 
 TEST_CASE("MiCS's hierarchical gather: 1/G of each module across nodes, then the module inside the node",
@@ -64,9 +56,9 @@ TEST_CASE("MiCS's hierarchical gather: 1/G of each module across nodes, then the
   REQUIRE(gathered_bytes_sent(program, 9, "parameters_inter_node") == Approx(2 * e * psi / 8 / 2));
   REQUIRE(gathered_bytes_sent(program, 9, "parameters_intra_node") == Approx(2 * e * psi * 7 / 8));
   // The same GPU place in the group's two nodes; rank 9's node; nothing outside its MiCS group.
-  REQUIRE(communicator_named(program, "parameters_inter_node").group_of(9) == std::vector<int>{1, 9});
-  REQUIRE(communicator_named(program, "parameters_inter_node").group_of(17) == std::vector<int>{17, 25});
-  REQUIRE(communicator_named(program, "parameters_intra_node").group_of(9) ==
+  REQUIRE(test::communicator_named(program, "parameters_inter_node").group_of(9) == std::vector<int>{1, 9});
+  REQUIRE(test::communicator_named(program, "parameters_inter_node").group_of(17) == std::vector<int>{17, 25});
+  REQUIRE(test::communicator_named(program, "parameters_intra_node").group_of(9) ==
           std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
   // Everything else (the gradient reduce-scatter and the replica all-reduce) is unchanged.
   REQUIRE(bytes_sent_per_rank(program, 9) - gathered_bytes_sent(program, 9, "parameters_inter_node") -

@@ -44,14 +44,6 @@ StepConfig moe_step(const std::string& plan, int ranks, int expert_parallel, top
   return config;
 }
 
-const Communicator& communicator_named(const Program& program, const std::string& name) {
-  for (const Communicator& c : program.communicators) {
-    if (c.name == name) return c;
-  }
-  FAIL("no communicator " << name);
-  throw std::logic_error("unreachable");
-}
-
 // The routed experts' parameters of the whole model: 3 h f per SwiGLU expert.
 double routed_parameters(const ModelSpec& model) {
   return static_cast<double>(model.layers) * model.moe.experts * 3.0 * static_cast<double>(model.hidden) *
@@ -167,10 +159,10 @@ TEST_CASE("E+D and D+E compile into the expert groups topology::moe_groups place
     INFO(topology::to_string(layout));
     const Program program = compile_step(moe_step("zero3", 16, 8, layout, 2));
     const topology::MoeGroups groups = topology::moe_groups(16, 8, layout);
-    REQUIRE(communicator_named(program, "expert_parallel").groups == groups.expert_parallel);
+    REQUIRE(test::communicator_named(program, "expert_parallel").groups == groups.expert_parallel);
     // ZeRO-3 shards each expert over the ranks holding it, the dense modules over all.
-    REQUIRE(communicator_named(program, "expert_parameters").groups == groups.expert_data_parallel);
-    REQUIRE(communicator_named(program, "parameters").groups.size() == 1);
+    REQUIRE(test::communicator_named(program, "expert_parameters").groups == groups.expert_data_parallel);
+    REQUIRE(test::communicator_named(program, "parameters").groups.size() == 1);
     REQUIRE(program.description["experts"]["data_parallel"] == 2);
     // Two all-to-alls forward and two backward, per MoE layer and micro-batch.
     int all_to_alls = 0;

@@ -110,15 +110,8 @@ TEST_CASE("qgZ reduces every gradient once per micro-batch by two int4 all-to-al
   REQUIRE(t.bytes.at("qgz_inter_node all_to_all") == Approx(micro_batches * p / 16));
   REQUIRE(t.calls.at("qgz_intra_node all_to_all") == t.calls.at("qgz_inter_node all_to_all"));
   // The node's 8 GPUs, and the 2 GPUs with the same place in their nodes.
-  const auto communicator = [&](const std::string& name) -> const Communicator& {
-    for (const Communicator& c : program.communicators) {
-      if (c.name == name) return c;
-    }
-    FAIL("no communicator " << name);
-    throw std::logic_error("unreachable");
-  };
-  REQUIRE(communicator("qgz_intra_node").group_of(5) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
-  REQUIRE(communicator("qgz_inter_node").group_of(5) == std::vector<int>{5, 13});
+  REQUIRE(test::communicator_named(program, "qgz_intra_node").group_of(5) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  REQUIRE(test::communicator_named(program, "qgz_inter_node").group_of(5) == std::vector<int>{5, 13});
   // Against the reduce-scatter's 2 Psi (n - 1) / n per micro-batch, of which
   // 15/16 leave the node in a ring: qgZ sends Psi / 32 across nodes.
   const double ring = (kGpus - 1.0) / kGpus;
