@@ -102,13 +102,16 @@ class StepBuilder : OpWriter {
   ExpertShardingFactors expert_factors_;
   std::optional<int> expert_parallel_;  // the MoE all-to-all communicator
   std::optional<int> ulysses_;          // DeepSpeed-Ulysses' all-to-all communicator
-  // ZeRO++ qgZ across nodes: its all-to-alls inside a node and between the
-  // ranks with the same place in their nodes.
-  bool quantized_gradients_ = false;
-  std::optional<int> qgz_intra_node_, qgz_inter_node_;
-  // MiCS's two-hop gather of a group spanning nodes: among the group's GPUs
-  // with the same place in their nodes, then inside each node.
-  std::optional<int> gather_inter_node_, gather_intra_node_;
+  // A collective over blocks of ranks that span several whole nodes, in two
+  // hops: among each block's ranks with the same place in their nodes, and
+  // among each node's ranks.
+  struct TwoHopGroups {
+    std::optional<int> inter_node, intra_node;
+    explicit operator bool() const { return inter_node.has_value(); }
+  };
+  TwoHopGroups two_hop_groups(const std::string& prefix, bool wanted, int block);
+  TwoHopGroups qgz_;                  // ZeRO++ qgZ's all-to-alls, over every rank
+  TwoHopGroups hierarchical_gather_;  // MiCS's parameter gathers, over its group
   std::vector<ModuleWork> modules_;
   std::vector<double> module_offset_;  // first element of each module in its state group's flat buffer
   std::int64_t accumulation_ = 1;
@@ -261,14 +264,15 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
   if (last_on_compute_stream_) after_frees.push_back(*last_on_compute_stream_);
   memory(prefix + "gather." + work.name + ".alloc", MemoryCategory::gathered_parameters, gathered_bytes_[module],
          gather_stream, std::move(after_frees));
-  if (gather_inter_node_ && communicator_index == *dense_.comms.parameters) {
+  if (hierarchical_gather_ && communicator_index == *dense_.comms.parameters) {
     // MiCS's two hops: each GPU first gathers the shards of its peers in the
     // other nodes (1/G of the module), then the node gathers those.
     const double bytes = e_ * fetch_.elements[module];
-    const OpIndex across = collective(prefix + "all_gather." + work.name + ".inter_node", CollectiveOp::all_gather,
-                                      *gather_inter_node_, bytes / config_.gpus_per_node, gather_stream, std::move(deps));
+    const OpIndex across =
+        collective(prefix + "all_gather." + work.name + ".inter_node", CollectiveOp::all_gather,
+                   *hierarchical_gather_.inter_node, bytes / config_.gpus_per_node, gather_stream, std::move(deps));
     gathered_[module] = collective(prefix + "all_gather." + work.name + ".intra_node", CollectiveOp::all_gather,
-                                   *gather_intra_node_, bytes, gather_stream, {across});
+                                   *hierarchical_gather_.intra_node, bytes, gather_stream, {across});
     return;
   }
   if (!config_.plan.quantized_weights) {
@@ -434,7 +438,7 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   const bool gradients_sharded = states.factors.gradients > 1;
   std::optional<OpIndex> done;
   std::optional<int> buffer_stream;
-  if (comms.parameters && quantized_gradients_ && &states == &dense_) {
+  if (comms.parameters && qgz_ && &states == &dense_) {
     done = quantized_reduce(name, bytes / e_, after_last_compute());
     buffer_stream = reduce_stream;
     if (!overlap || plan.as_implemented) blocking_.push_back(*done);
@@ -478,12 +482,21 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
 OpIndex StepBuilder::quantized_reduce(const std::string& name, double elements, std::vector<OpIndex> deps) {
   const QuantizedGradientReduction q = quantized_gradient_reduction(elements, e_, config_.gpus_per_node, n_);
   const OpIndex quantized = add(kernel_op(q.quantize, name + "." + q.quantize.name, reduce_stream, std::move(deps)));
-  const OpIndex intra = collective(name + ".qgz.intra_node.all_to_all", CollectiveOp::all_to_all, *qgz_intra_node_,
+  const OpIndex intra = collective(name + ".qgz.intra_node.all_to_all", CollectiveOp::all_to_all, *qgz_.intra_node,
                                    q.intra_node_bytes, reduce_stream, {quantized});
   const OpIndex reduced = add(kernel_op(q.reduce, name + "." + q.reduce.name, reduce_stream, {intra}));
-  const OpIndex inter = collective(name + ".qgz.inter_node.all_to_all", CollectiveOp::all_to_all, *qgz_inter_node_,
+  const OpIndex inter = collective(name + ".qgz.inter_node.all_to_all", CollectiveOp::all_to_all, *qgz_.inter_node,
                                    q.inter_node_bytes, reduce_stream, {reduced});
   return add(kernel_op(q.dequantize, name + "." + q.dequantize.name, reduce_stream, {inter}));
+}
+
+// Empty unless wanted and `block` covers several whole nodes.
+StepBuilder::TwoHopGroups StepBuilder::two_hop_groups(const std::string& prefix, bool wanted, int block) {
+  const int per_node = config_.gpus_per_node;
+  if (!wanted || block <= per_node || block % per_node != 0) return {};
+  return {communicator(prefix + "inter_node", block / per_node,
+                       [block, per_node](int r) { return std::pair(r / block, r % per_node); }),
+          communicator(prefix + "intra_node", per_node, [per_node](int r) { return r / per_node; })};
 }
 
 void StepBuilder::build() {
@@ -492,22 +505,13 @@ void StepBuilder::build() {
   dense_.factors = resolve_factors(c.plan, c.data_parallel, c.gpus_per_node, c.plan_file);
   dense_.secondary_group = c.plan.secondary_parameter_group;
   make_communicators(dense_, "", [](int r) { return GroupSlot{0, r}; });
-  const int fp = dense_.factors.parameters, per_node = c.gpus_per_node;
-  if (c.plan.hierarchical_parameter_gather && fp > per_node && fp % per_node == 0) {
-    gather_inter_node_ = communicator("parameters_inter_node", fp / per_node,
-                                      [fp, per_node](int r) { return std::pair(r / fp, r % per_node); });
-    gather_intra_node_ = communicator("parameters_intra_node", per_node, [per_node](int r) { return r / per_node; });
-  }
+  hierarchical_gather_ = two_hop_groups("parameters_", c.plan.hierarchical_parameter_gather, dense_.factors.parameters);
   make_expert_groups();
   accumulation_ = micro_batches_per_step(c);
   // DeepSpeed-Ulysses: u consecutive ranks share each micro-batch.
   const int u = c.plan.model_parallel.ulysses;
   ulysses_ = communicator("ulysses", u, [u](int r) { return r / u; });
-  quantized_gradients_ = c.plan.quantized_gradients && n_ > per_node && n_ % per_node == 0;
-  if (quantized_gradients_) {
-    qgz_intra_node_ = communicator("qgz_intra_node", per_node, [per_node](int r) { return r / per_node; });
-    qgz_inter_node_ = communicator("qgz_inter_node", n_ / per_node, [per_node](int r) { return r % per_node; });
-  }
+  qgz_ = two_hop_groups("qgz_", c.plan.quantized_gradients, n_);
   modules_ = transformer_modules(c.model, c.training, c.plan.model_parallel, c.plan.experts);
   for (std::size_t module = 0; module < modules_.size(); ++module) {
     StateGroup& states = &states_of(module) == &dense_ ? dense_ : experts_;

@@ -2,14 +2,6 @@
 
 namespace shardsim::calib {
 
-namespace {
-
-double seconds_between(ComputeQueue::Clock::time_point from, ComputeQueue::Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-}  // namespace
-
 ComputeQueue::ComputeQueue(std::function<void(const workloads::Op&)> run)
     : run_(std::move(run)), thread_([this] { loop(); }) {}
 

@@ -67,4 +67,9 @@ class ComputeQueue {
   std::thread thread_;           // last: starts once everything above exists
 };
 
+// Seconds from `from` to `to` on the queue's clock.
+inline double seconds_between(ComputeQueue::Clock::time_point from, ComputeQueue::Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
 }  // namespace shardsim::calib

@@ -24,14 +24,10 @@ namespace shardsim::calib {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = ComputeQueue::Clock;
 using workloads::CollectiveOp;
 using workloads::Op;
 using workloads::OpKind;
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 // Page-touched host memory: the bytes are really there.
 std::unique_ptr<std::byte[]> touched_host_bytes(std::size_t size) {
