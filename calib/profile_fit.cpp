@@ -193,8 +193,13 @@ void fit_overheads(const Measurements& m, json& compute, FitResult& result, cons
     }
     if (!efficiencies.empty()) {
       compute["attention_efficiency"] = std::min(1.0, median(efficiencies));
+      const bool any_causal = std::any_of(m.attention.begin(), m.attention.end(), [](const auto& a) { return a.causal; });
+      // The probe times the forward kernel alone; the simulator prices the
+      // backward's 2.5x FLOPs at the same efficiency, which the note says.
       compute["attention_source"] = "measured on " + machine + ": median of " + std::to_string(efficiencies.size()) +
-                                    " attention kernels' FLOPs / (time x peak)";
+                                    " fused attention forwards' FLOPs / (time x peak)" +
+                                    (any_causal ? "" : ", without a causal mask") +
+                                    "; the backward taken at the same efficiency";
     }
   }
 }

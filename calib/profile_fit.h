@@ -12,7 +12,10 @@
 //                 nominal HBM bandwidth (smaller copies run from cache);
 //                 host_copy stands in where a CPU has no HBM.
 //   launch        kernel_launch_seconds = the median sample.
-//   attention     attention_efficiency = median FLOPs / (t * peak).
+//   attention     attention_efficiency = median FLOPs / (t * peak) of the
+//                 fused attention forwards (FLOPs counted as
+//                 workloads::flash_attention_flops does); the simulator
+//                 prices the backward at the same efficiency.
 //   interference  interference_slowdown = median(with / alone) - 1.
 //   collectives   one alpha-beta line per (collective, algorithm, ranks,
 //                 nodes), points with #wrong != 0 dropped; all kept as

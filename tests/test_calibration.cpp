@@ -14,6 +14,7 @@
 #include "sim/step/step_simulator.h"
 #include "topology/json_input.h"
 #include "topology/presets.h"
+#include "workloads/attention_kernels.h"
 #include "workloads/step_compiler.h"
 
 #include <catch2/catch.hpp>
@@ -322,6 +323,62 @@ TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the 
         sim::simulate_step(program, world.cluster(), world.router(), world.profile(), sim::StepSimulationOptions{}).step_time);
   };
   CHECK(step(w) - step(datasheet) == Approx(difference).epsilon(1e-6));
+}
+
+TEST_CASE("fused attention is counted as FlashAttention counts it, and a measured efficiency prices its ops",
+          "[calib][attention]") {
+  // By hand: Q K^T and P V over 2 x 4 heads of 1024 x 1024 scores, 128 wide.
+  const double every_score = 4.0 * 2 * 4 * 1024 * 1024 * 128;
+  REQUIRE(workloads::flash_attention_flops(2, 4, 1024, 128, false, false) == every_score);
+  REQUIRE(workloads::flash_attention_flops(2, 4, 1024, 128, true, false) == every_score / 2);
+  REQUIRE(workloads::flash_attention_flops(2, 4, 1024, 128, true, true) == 2.5 * every_score / 2);
+
+  // The probe's points: GEMMs, and the attention forward without a mask at
+  // 45-65 % of the peak.
+  const test::World datasheet("dgx-a100-8node");
+  const calib::Profile& ds = datasheet.profile();
+  const double peak = ds.compute.find("bf16")->peak_flops_per_second;
+  calib::Measurements m;
+  m.machine = {"test", "synthetic A100", "cuda", ""};
+  for (long long s = 1024; s <= 16384; s *= 2) m.gemm.push_back({"bf16", s, s, s, 2.0 * s * s * s / (0.7 * peak)});
+  const std::vector<double> efficiencies{0.65, 0.45, 0.6, 0.5, 0.55};
+  for (std::size_t i = 0; i < efficiencies.size(); ++i) {
+    const int sequence = 512 << i;
+    calib::AttentionMeasurement a;
+    a.dtype = "bf16";
+    a.batch = 16384 / sequence;
+    a.heads = 32;
+    a.sequence = sequence;
+    a.head_dim = 128;
+    a.flops = workloads::flash_attention_flops(a.batch, 32, sequence, 128, false, false);
+    a.seconds = a.flops / (efficiencies[i] * peak);
+    m.attention.push_back(a);
+  }
+  calib::FitOptions options;
+  options.base = base_profile(ds.name);
+  const nlohmann::json fitted = calib::fit_profile(m, options, "raw.json").profile;
+  const calib::Profile measured = calib::parse_profile(fitted, "fitted");
+  REQUIRE(measured.compute.attention_efficiency == Approx(0.55));
+  REQUIRE(ds.compute.attention_efficiency != Approx(0.55));
+  const std::string source = fitted["compute"]["attention_source"];
+  CHECK(source.find("measured on") != std::string::npos);
+  CHECK(source.find("without a causal mask") != std::string::npos);
+
+  // LLaMA-7B's causal attention over 1024 tokens: its ops carry
+  // FlashAttention's FLOPs and take them at the measured efficiency.
+  const workloads::Program program = two_layer_step("zero3", 1024);
+  int forwards = 0, backwards = 0;
+  for (const auto& op : program.program_of(0).ops) {
+    if (op.kind != workloads::OpKind::compute || op.kernel != workloads::KernelClass::attention) continue;
+    const bool backward = op.name.find("backward") != std::string::npos;
+    (backward ? backwards : forwards) += 1;
+    CHECK(op.flops == 4.0 * 1024 * 1024 * 4096 / 2 * (backward ? 2.5 : 1));
+    const double expected = std::max(op.flops / (0.55 * peak), op.hbm_bytes / measured.compute.achievable_hbm_bytes_per_second()) +
+                            measured.compute.kernel_launch_seconds;
+    CHECK(sim::kernel_seconds(op, measured) == Approx(expected).epsilon(1e-12));
+  }
+  CHECK(forwards == 2);  // one per layer
+  CHECK(backwards == 2);
 }
 
 TEST_CASE("the CPU probe times back-to-back batches of at least the minimum time and keeps their mean", "[calib]") {

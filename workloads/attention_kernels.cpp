@@ -9,6 +9,12 @@ constexpr double kFlashBackwardOverForward = 2.5;
 
 }  // namespace
 
+double flash_attention_flops(double batch, double heads, double sequence, double head_dim, bool causal, bool backward) {
+  const double every_score = 4 * batch * sequence * sequence * (heads * head_dim);
+  const double forward = causal ? every_score / 2 : every_score;
+  return backward ? kFlashBackwardOverForward * forward : forward;
+}
+
 void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward) {
   const double full_flops = 4 * x.batch * x.sequence * x.sequence * x.query;  // Q K^T and P V, every score
   const double head_dim = x.query / x.heads;
@@ -17,7 +23,7 @@ void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& f
     spec.name = "attention";
     spec.kernel = KernelClass::attention;
     spec.dtype = x.dtype;
-    spec.flops = full_flops / 2;  // the causal kernel skips masked blocks
+    spec.flops = flash_attention_flops(x.batch, x.heads, x.sequence, head_dim, true, false);
     // q, k, v in, o out, plus fp32 row log-sum-exps.
     spec.hbm_bytes = x.e * x.tokens * (2 * x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
     spec.gemm = {static_cast<std::int64_t>(x.sequence), static_cast<std::int64_t>(x.sequence),
@@ -25,7 +31,7 @@ void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& f
     forward.push_back(spec);
     KernelSpec back = spec;
     back.name = "attention.backward";
-    back.flops = kFlashBackwardOverForward * spec.flops;
+    back.flops = flash_attention_flops(x.batch, x.heads, x.sequence, head_dim, true, true);
     // Reads q, k, v, o, do and the log-sum-exps; writes dq, dk, dv.
     back.hbm_bytes = x.e * x.tokens * (3 * x.query + 2 * x.kv + x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
     backward.push_back(back);

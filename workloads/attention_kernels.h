@@ -10,6 +10,14 @@
 
 namespace shardsim::workloads {
 
+// FlashAttention's FLOPs over `batch` sequences of `sequence` tokens and
+// `heads` heads of `head_dim`: the forward's two products Q K^T and P V over
+// every score, half of them when causal (the kernel skips masked blocks);
+// the backward's five products, 2.5 times the forward's. The probe counts
+// the fused kernels it times by the same rule, so that the efficiency it
+// fits prices these ops.
+double flash_attention_flops(double batch, double heads, double sequence, double head_dim, bool causal, bool backward);
+
 // Appends the core's forward and backward kernels for `x`'s heads over its
 // whole sequence.
 void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward);

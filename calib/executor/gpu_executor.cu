@@ -1,5 +1,6 @@
 #include "calib/executor/gpu_executor.h"
 
+#include "calib/cuda/fused_attention.h"
 #include "calib/cuda/lt_gemm.h"
 #include "calib/executor/gpu_backend.h"
 #include "calib/executor/buffer_pool.h"
@@ -8,6 +9,7 @@
 #include "calib/executor/rank_threads.h"
 #include "calib/executor/run_stop.h"
 #include "calib/probe/mpi_world.h"
+#include "workloads/attention_kernels.h"
 
 #include <algorithm>
 #include <atomic>
@@ -89,10 +91,17 @@ class GpuRankRun final : public RankThreadRun {
       if (op.kind == OpKind::collective) collective_bytes[s] = std::max(collective_bytes[s], op.bytes);
       if (op.kind == OpKind::compute) {
         if (gemm_repeats(op) > 0 && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
-          gemm_for(op);  // created now: the measured steps run, they do not set up
+          // Created now: the measured steps run, they do not set up.
+          if (attention_for(op) == nullptr) gemm_for(op);
         } else {
           stream_bytes[s] = std::max(stream_bytes[s], op.hbm_bytes);
         }
+      }
+    }
+    if (!attention_fallback_.empty()) {
+      attentions_.clear();  // every attention op one way
+      for (const Op& op : ops_) {
+        if (op.kind == OpKind::compute && op.kernel == KernelClass::attention && gemm_repeats(op) > 0) gemm_for(op);
       }
     }
     for (std::size_t s = 0; s < streams_.size(); ++s) {
@@ -162,12 +171,16 @@ class GpuRankRun final : public RankThreadRun {
     return timing;
   }
 
+  // The GPU, and how its attention ops ran where the Program has any.
   std::string device_name() const override {
     int device = 0;
     SHARDSIM_CUDA(cudaGetDevice(&device));
     cudaDeviceProp properties{};
     SHARDSIM_CUDA(cudaGetDeviceProperties(&properties, device));
-    return properties.name;
+    std::string name = properties.name;
+    if (!attentions_.empty()) name += ", attention by cuDNN " + cudnn_description();
+    if (!attention_fallback_.empty()) name += ", attention as batched GEMMs (" + attention_fallback_ + ")";
+    return name;
   }
 
  private:
@@ -202,6 +215,32 @@ class GpuRankRun final : public RankThreadRun {
     return *gemm;
   }
 
+  // cuDNN's fused attention (the probe's kernel) for a flash attention op:
+  // as many sequence x sequence x head_dim matrices, unmasked, as make the
+  // op's FLOPs, as the batched GEMMs stand for the unfused kernels. nullptr
+  // where it cannot run here (not bf16, no cuDNN, no engine): the op then
+  // runs as batched GEMMs, and so does every attention op of the run.
+  const FusedAttention* attention_for(const Op& op) {
+    if (op.kernel != KernelClass::attention || op.dtype != workloads::Dtype::bf16 || !attention_fallback_.empty()) {
+      return nullptr;
+    }
+    const long long sequence = op.gemm.m, head_dim = op.gemm.k;
+    if (sequence <= 0 || head_dim <= 0) return nullptr;
+    const double one = workloads::flash_attention_flops(1, 1, static_cast<double>(sequence), static_cast<double>(head_dim),
+                                                        false, false);
+    const long long matrices = std::max<long long>(1, std::llround(op.flops / one));
+    const auto key = std::make_tuple(sequence, head_dim, matrices);
+    auto found = attentions_.find(key);
+    if (found != attentions_.end()) return found->second.get();
+    try {
+      auto attention = std::make_unique<FusedAttention>(AttentionShape{1, matrices, sequence, head_dim});
+      return attentions_.emplace(key, std::move(attention)).first->second.get();
+    } catch (const std::runtime_error& e) {
+      attention_fallback_ = e.what();
+      return nullptr;
+    }
+  }
+
   void allocate(int category, double bytes, const std::string& what) {
     try {
       memory_.allocate(category, bytes);
@@ -220,7 +259,9 @@ class GpuRankRun final : public RankThreadRun {
     SHARDSIM_CUDA(cudaEventRecord(*starts_[i], stream));
     switch (op.kind) {
       case OpKind::compute:
-        if (gemm_repeats(op) > 0 && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
+        if (const FusedAttention* attention = attention_for(op)) {
+          attention->enqueue(stream);
+        } else if (gemm_repeats(op) > 0 && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
           const LtGemm& gemm = gemm_for(op);
           const std::int64_t repeats = op.kernel == KernelClass::gemm ? gemm_repeats(op) : 1;
           for (std::int64_t r = 0; r < repeats; ++r) gemm.enqueue(stream);
@@ -392,6 +433,8 @@ class GpuRankRun final : public RankThreadRun {
   cublasLtHandle_t lt_ = nullptr;
   std::unique_ptr<DeviceBuffer> workspace_;
   std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, long long>, std::unique_ptr<LtGemm>> gemms_;
+  std::map<std::tuple<long long, long long, long long>, std::unique_ptr<FusedAttention>> attentions_;
+  std::string attention_fallback_;  // why attention ops run as batched GEMMs
   std::vector<StreamBuffers> buffers_;
   BufferPool<std::unique_ptr<DeviceBuffer>> memory_;
   Event step_start_;

@@ -8,9 +8,13 @@
 // The host enqueues the rank's ops in program order, as a framework's one
 // host thread does, each on a CUDA stream of its Program stream:
 //   dependencies on other streams   cudaStreamWaitEvent on their end events;
-//   gemm / attention   cuBLASLt GEMMs of the op's dtype and m x n x k
-//                      (attention: strided-batched, as many as make its
-//                      FLOPs), on random operands;
+//   gemm               cuBLASLt GEMMs of the op's dtype and m x n x k, as
+//                      many as make its FLOPs, on random operands;
+//   attention          cuDNN's fused flash attention (calib/cuda/
+//                      fused_attention.h) over as many matrices as make its
+//                      FLOPs; where cuDNN cannot run it, strided-batched
+//                      cuBLASLt GEMMs of the same FLOPs, and the run's
+//                      device says which;
 //   element-wise / optimizer   a kernel that reads and writes the op's bytes;
 //   collective   the NCCL call with the op's group, bytes (in the training
 //                dtype) and root;

@@ -23,6 +23,14 @@ for soname in $(shardsim_bundle_missing); do
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
   fi
 done
+# cuDNN is opened at run time rather than linked (calib/cuda/fused_attention.h),
+# so ldd never asks for it: where the target keeps it, if anywhere.
+if ! ldconfig -p 2>/dev/null | grep -q "libcudnn.so.9 "; then
+  found=$(find /usr/local /opt /usr/lib /usr/lib64 /root -name libcudnn.so.9 2>/dev/null | head -n 1)
+  if [ -n "$found" ]; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+  fi
+fi
 # The build machine's C++ runtime only when the target's is older.
 if ldd "$shardsim_bundle/bin/shardsim" 2>&1 | grep -q "version .GLIBCXX\|version .GCC"; then
   export LD_LIBRARY_PATH="$shardsim_bundle/cxx:$LD_LIBRARY_PATH"

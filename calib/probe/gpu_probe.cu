@@ -1,7 +1,9 @@
 #include "calib/probe/gpu_probe.h"
 
+#include "calib/cuda/fused_attention.h"
 #include "calib/cuda/lt_gemm.h"
 #include "calib/probe/mpi_world.h"
+#include "workloads/attention_kernels.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -233,6 +235,92 @@ void probe_attention_gemms(const ProbeOptions& options, cudaStream_t stream, cub
   }
 }
 
+// The largest difference between the kernel's O and softmax(Q K^T /
+// sqrt(head_dim)) V worked out here in double precision, and the largest
+// |O| of that reference.
+std::pair<double, double> attention_error(const AttentionShape& shape, const FusedAttention::HostOperands& x) {
+  const long long s = shape.sequence, d = shape.head_dim;
+  const double scale = 1 / std::sqrt(static_cast<double>(d));
+  double worst = 0, largest = 0;
+  std::vector<double> p(static_cast<std::size_t>(s));
+  for (long long matrix = 0; matrix < shape.batch * shape.heads; ++matrix) {
+    const auto at = [&](const std::vector<float>& t, long long row, long long column) {
+      return static_cast<double>(t[static_cast<std::size_t>((matrix * s + row) * d + column)]);
+    };
+    for (long long i = 0; i < s; ++i) {
+      double top = -INFINITY, sum = 0;
+      for (long long j = 0; j < s; ++j) {
+        double score = 0;
+        for (long long c = 0; c < d; ++c) score += at(x.q, i, c) * at(x.k, j, c);
+        p[static_cast<std::size_t>(j)] = scale * score;
+        top = std::max(top, scale * score);
+      }
+      for (double& value : p) sum += (value = std::exp(value - top));
+      for (long long c = 0; c < d; ++c) {
+        double want = 0;
+        for (long long j = 0; j < s; ++j) want += p[static_cast<std::size_t>(j)] * at(x.v, j, c);
+        want /= sum;
+        worst = std::max(worst, std::abs(at(x.o, i, c) - want));
+        largest = std::max(largest, std::abs(want));
+      }
+    }
+  }
+  return {worst, largest};
+}
+
+// cuDNN's fused flash attention (fused_attention.h), the kernel the
+// simulator's attention ops stand for: LLaMA-7B's 32 heads of 128 over the
+// same tokens at every sequence length, so that only the length changes.
+void probe_fused_attention(const ProbeOptions& options, cudaStream_t stream, Measurements& out) {
+  constexpr long long kHeads = 32, kHeadDim = 128;
+  if (!cudnn_available()) {
+    options.print("fused attention: skipped, " + cudnn_description());
+    return;
+  }
+  options.print("fused attention: cuDNN " + cudnn_description());
+  // Timed only once its results are right, as nccl-tests checks its own:
+  // bf16 operands and output leave well under 2 % of the largest |O|; a
+  // wrong layout or a lost scale is off by the size of O itself.
+  try {
+    const AttentionShape small{2, 4, 256, kHeadDim};
+    const FusedAttention attention(small);
+    attention.enqueue(stream);
+    const auto [worst, largest] = attention_error(small, attention.operands_on_host());
+    const bool right = worst <= 0.02 * largest;
+    options.print("fused attention: largest error " + std::to_string(worst) + " against a reference whose largest |O| is " +
+                  std::to_string(largest) + (right ? "" : ": wrong results, not timed"));
+    if (!right) return;
+  } catch (const std::runtime_error& e) {
+    options.print("fused attention: skipped, " + std::string(e.what()));
+    SHARDSIM_CUDA(cudaGetLastError());
+    return;
+  }
+  const long long tokens = options.quick ? 2048 : 16384;
+  for (long long sequence = 512; sequence <= (options.quick ? 1024 : 8192); sequence *= 2) {
+    const AttentionShape shape{tokens / sequence, kHeads, sequence, kHeadDim};
+    const std::string name = "fused attention bf16 " + std::to_string(shape.batch) + " x " + std::to_string(kHeads) +
+                             " heads x " + std::to_string(sequence) + " x " + std::to_string(kHeadDim);
+    try {
+      const FusedAttention attention(shape);
+      AttentionMeasurement point;
+      point.dtype = "bf16";
+      point.batch = static_cast<int>(shape.batch);
+      point.heads = static_cast<int>(kHeads);
+      point.sequence = static_cast<int>(sequence);
+      point.head_dim = static_cast<int>(kHeadDim);
+      point.causal = false;
+      point.flops = workloads::flash_attention_flops(static_cast<double>(shape.batch), kHeads,
+                                                     static_cast<double>(sequence), kHeadDim, false, false);
+      point.seconds = time_on_stream(options, stream, [&] { attention.enqueue(stream); });
+      out.attention.push_back(point);
+      options.print(name + ": " + std::to_string(point.flops / point.seconds / 1e12) + " TFLOP/s");
+    } catch (const std::runtime_error& e) {
+      options.print(name + ": skipped, " + e.what());
+      SHARDSIM_CUDA(cudaGetLastError());
+    }
+  }
+}
+
 void probe_copies_and_launch(const ProbeOptions& options, cudaStream_t stream, Measurements& out) {
   const auto largest = static_cast<std::size_t>(std::min(options.max_bytes, options.quick ? double(64 << 20) : double(1ull << 30)));
   DeviceBuffer from(largest), to(largest);
@@ -350,6 +438,7 @@ Measurements run_gpu_probe(const ProbeOptions& options) {
   DeviceBuffer workspace(workspace_bytes);
   probe_gemms(options, ranks.front().stream, handle, workspace.pointer, workspace_bytes, out);
   probe_attention_gemms(options, ranks.front().stream, handle, workspace.pointer, workspace_bytes, out);
+  probe_fused_attention(options, ranks.front().stream, out);
   probe_copies_and_launch(options, ranks.front().stream, out);
   probe_collectives(options, ranks, total_ranks, nodes, out);
   probe_interference(options, ranks, total_ranks, handle, workspace.pointer, workspace_bytes, out);

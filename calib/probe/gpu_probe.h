@@ -5,7 +5,9 @@
 //                 produces, random data, CUDA-event timing after warm-up,
 //                 median of repeats;
 //   attention     its GEMMs batched over heads (scores and context), the
-//                 kernels attention runs without a fused kernel;
+//                 kernels attention runs without a fused kernel; and
+//                 cuDNN's fused flash attention forward, where cuDNN 9.13.1
+//                 or later is on the machine;
 //   copies        device_copy (HBM), host_to_device, device_to_host (pinned);
 //   launch        back-to-back empty kernels, per kernel;
 //   NCCL          all-reduce, all-gather, reduce-scatter, broadcast,
