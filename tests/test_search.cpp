@@ -373,6 +373,66 @@ TEST_CASE("the data-parallel plans are tried under DeepSpeed-Ulysses, the batch 
   }
 }
 
+TEST_CASE("Megatron-LM layouts are tried under context parallelism, sharding over data x context GPUs",
+          "[search][context]") {
+  TinySearch tiny;  // 4 layers, 64 sequences of 1024 tokens per step, 16 GPUs of 8 per node
+  tiny.request.space.named_systems = false;
+  tiny.request.space.amsp = false;
+  tiny.request.space.zero_pipeline = false;
+  tiny.request.space.micro_batch_sizes = {1};
+  tiny.request.space.recompute = {workloads::Recompute::none};
+  const auto layouts = [&](const workloads::TrainingConfig& training) {
+    std::map<int, std::set<std::string>> by_context;
+    for (const auto& c : sim::enumerate_candidates(tiny.request.space, tiny.request.model, training, *tiny.cluster, 16)) {
+      INFO(c.plan.name);
+      const auto& mp = c.plan.model_parallel;
+      CHECK(c.data_parallel * mp.tensor * mp.pipeline * mp.context == 16);
+      CHECK((mp.context > 1) == (c.plan.name.find("-c" + std::to_string(mp.context)) != std::string::npos));
+      CHECK(c.factors.optimizer == c.data_parallel * mp.context);  // the distributed optimizer over d x c
+      CHECK(c.accumulation == training.global_batch_sequences / c.data_parallel);
+      by_context[mp.context].insert(c.plan.name);
+    }
+    return by_context;
+  };
+  SECTION("by default only without, when every GPU has sequences of its own") {
+    const auto by_context = layouts(tiny.request.training);
+    REQUIRE(by_context.size() == 1);
+    REQUIRE(by_context.count(1) == 1);
+  }
+  SECTION("asked for, every layout whose GPUs it divides, and each one compiles") {
+    tiny.request.space.context_parallel = {1, 2};
+    const auto by_context = layouts(tiny.request.training);
+    REQUIRE(by_context.size() == 2);
+    // t p c | 16: every layout of t p <= 8 has a twin; t = 1, p = 1 only with it.
+    std::set<std::string> twins;
+    for (const std::string& name : by_context.at(1)) {
+      const auto p = name.find("-p");
+      const int t = std::stoi(name.substr(10, p - 10)), pipeline = std::stoi(name.substr(p + 2));
+      if (t * pipeline <= 8) twins.insert(name + "-c2");
+    }
+    twins.insert("megatron-t1-p1-c2");
+    REQUIRE(by_context.at(2) == twins);
+    for (const auto& c : sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training,
+                                                   *tiny.cluster, 16)) {
+      if (c.plan.model_parallel.context == 1) continue;
+      const auto program = workloads::compile_step(sim::step_config(tiny.request.model, c, 8));
+      CHECK(program.ranks == 16);
+    }
+  }
+  SECTION("a batch of fewer sequences than GPUs tries 2, 4 and 8, by default; never without flash attention") {
+    workloads::TrainingConfig long_context = tiny.request.training;
+    long_context.sequence_length = 8192;
+    long_context.global_batch_sequences = 8;
+    const auto by_context = layouts(long_context);
+    REQUIRE(by_context.size() == 4);
+    REQUIRE(by_context.at(8).count("megatron-t1-p1-c8") == 1);
+    REQUIRE(by_context.at(8).count("megatron-t2-p1-c8") == 1);
+    REQUIRE(by_context.at(8).count("megatron-t4-p1-c8") == 0);  // 4 x 8 GPUs > 16
+    long_context.flash_attention = false;
+    REQUIRE(layouts(long_context).size() == 1);
+  }
+}
+
 TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allow", "[search]") {
   TinySearch tiny;  // 4 layers, 64 sequences per step, 16 GPUs of 8 per node
   tiny.request.space.named_systems = false;

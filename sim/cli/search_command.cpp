@@ -46,6 +46,7 @@ struct SearchOptions {
   std::string placements = "consecutive,leaf-aware";
   std::string expert_parallel;  // empty: the space's default
   std::string ulysses;          // empty: the space's default
+  std::string context_parallel;  // empty: the space's default
   std::string tp_comm_overlap = "off";
   bool show_rejected = false;
   std::string csv;
@@ -131,6 +132,11 @@ sim::SearchSpace parse_space(const SearchOptions& options) {
   if (!options.ulysses.empty()) {
     for (const long long size : positive_integers("--ulysses", options.ulysses, 1 << 16)) {
       space.ulysses.push_back(static_cast<int>(size));
+    }
+  }
+  if (!options.context_parallel.empty()) {
+    for (const long long size : positive_integers("--context-parallel", options.context_parallel, 1 << 16)) {
+      space.context_parallel.push_back(static_cast<int>(size));
     }
   }
   space.tp_comm_overlap.clear();
@@ -313,6 +319,9 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--ulysses", options->ulysses,
                      "DeepSpeed-Ulysses degrees to try with the data-parallel systems (1: without); default: 1, "
                      "and the node's GPUs when the global batch has fewer sequences than the job has GPUs");
+  command->add_option("--context-parallel", options->context_parallel,
+                     "Megatron-LM layouts: context-parallel degrees to try (1: without); default: 1, and 2, 4 and 8 "
+                     "when the global batch has fewer sequences than the job has GPUs");
   command->add_option("--tp-comm-overlap", options->tp_comm_overlap,
                       "Megatron-LM layouts with tensor parallelism: TP comm overlap off, on, or both (off,on)")
       ->capture_default_str();

@@ -101,8 +101,39 @@ std::vector<Plan> systems(const SearchSpace& space, int gpus, int gpus_per_node)
   return plans;
 }
 
-// Megatron-LM's tensor x pipeline (x virtual stages) layouts.
-std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::ModelSpec& model, int gpus, int gpus_per_node) {
+// The sequence-parallel degrees of `space` (`sizes`, or when empty 1 and
+// `needed`, for a batch of fewer sequences than GPUs, where splitting the
+// batch alone leaves GPUs idle) that `gpus` and the model take, 1 first if
+// it is among them.
+std::vector<int> sequence_degrees(const std::vector<int>& sizes, std::vector<int> needed,
+                                  const workloads::ModelSpec& model, const workloads::TrainingConfig& training, int gpus,
+                                  int workloads::ModelParallelism::*degree) {
+  std::vector<int> tried = sizes;
+  if (tried.empty()) {
+    tried = {1};
+    if (training.global_batch_sequences < gpus) tried.insert(tried.end(), needed.begin(), needed.end());
+  }
+  std::vector<int> degrees;
+  if (std::find(tried.begin(), tried.end(), 1) != tried.end()) degrees.push_back(1);
+  for (int size : tried) {
+    if (size == 1 || gpus % size != 0 || std::find(degrees.begin(), degrees.end(), size) != degrees.end()) continue;
+    workloads::ModelParallelism parallel;
+    parallel.*degree = size;
+    try {
+      workloads::require_model_parallel_split(model, training, parallel);
+    } catch (const InputError&) {
+      continue;
+    }
+    degrees.push_back(size);
+  }
+  return degrees;
+}
+
+// Megatron-LM's tensor x pipeline (x virtual stages) (x context) layouts.
+std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::ModelSpec& model,
+                                 const workloads::TrainingConfig& training, int gpus, int gpus_per_node) {
+  const std::vector<int> contexts =
+      sequence_degrees(space.context_parallel, {2, 4, 8}, model, training, gpus, &workloads::ModelParallelism::context);
   std::vector<Plan> plans;
   const Plan preset = workloads::load_plan("megatron-tp4-pp4");
   std::vector<int> stages = {1};
@@ -110,24 +141,30 @@ std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::Mode
   for (int t = 1; t <= gpus_per_node; ++t) {
     if (gpus_per_node % t != 0) continue;
     for (int p : stages) {
-      if ((t == 1 && p == 1) || p > model.layers || model.layers % p != 0 || gpus % (t * p) != 0) continue;
+      if (p > model.layers || model.layers % p != 0 || gpus % (t * p) != 0) continue;
       for (int v : {1, 2}) {
         if (v == 2 && (p == 1 || model.layers % (2 * p) != 0)) continue;
         for (bool overlap : space.tp_comm_overlap) {
           if (overlap && t == 1) continue;
-          Plan plan = preset;
-          plan.name = "megatron-t" + std::to_string(t) + "-p" + std::to_string(p) + (v > 1 ? "-v" + std::to_string(v) : "") +
-                      (overlap ? "-tp-overlap" : "");
-          plan.model_parallel.tensor = t;
-          plan.model_parallel.pipeline = p;
-          plan.model_parallel.virtual_stages = v;
-          plan.model_parallel.sequence_parallel = t > 1;
-          plan.model_parallel.tp_comm_overlap = overlap;
-          plan.sources = {"Megatron-LM layout enumerated by shardsim search: tensor " + std::to_string(t) + ", pipeline " +
-                              std::to_string(p) + " x " + std::to_string(v) + " virtual stages" +
-                              (overlap ? ", TP comm overlap" : "") + "; the rest as megatron-tp4-pp4",
-                          preset.sources.at(1)};
-          plans.push_back(std::move(plan));
+          for (int c : contexts) {
+            if (gpus % (t * p * c) != 0 || (t == 1 && p == 1 && c == 1)) continue;
+            Plan plan = preset;
+            plan.name = "megatron-t" + std::to_string(t) + "-p" + std::to_string(p) +
+                        (v > 1 ? "-v" + std::to_string(v) : "") + (c > 1 ? "-c" + std::to_string(c) : "") +
+                        (overlap ? "-tp-overlap" : "");
+            plan.model_parallel.tensor = t;
+            plan.model_parallel.pipeline = p;
+            plan.model_parallel.virtual_stages = v;
+            plan.model_parallel.context = c;
+            plan.model_parallel.sequence_parallel = t > 1;
+            plan.model_parallel.tp_comm_overlap = overlap;
+            plan.sources = {"Megatron-LM layout enumerated by shardsim search: tensor " + std::to_string(t) + ", pipeline " +
+                                std::to_string(p) + " x " + std::to_string(v) + " virtual stages" +
+                                (c > 1 ? ", context " + std::to_string(c) : "") + (overlap ? ", TP comm overlap" : "") +
+                                "; the rest as megatron-tp4-pp4",
+                            preset.sources.at(1)};
+            plans.push_back(std::move(plan));
+          }
         }
       }
     }
@@ -144,12 +181,10 @@ std::vector<Plan> zero_pipeline_plans(const SearchSpace& space, const workloads:
   for (int p : space.pipeline_stages) {
     if (p < 2 || model.layers % (chunks * p) != 0 || gpus % p != 0) continue;
     const int stage_gpus = gpus / p;
-    std::vector<int> shards = {std::min(gpus_per_node, stage_gpus)};
-    if (stage_gpus != shards.front()) shards.push_back(stage_gpus);
-    for (int f : shards) {
-      std::vector<int> optimizer_shards = {f};
-      if (stage_gpus != f) optimizer_shards.push_back(stage_gpus);
-      for (int os : optimizer_shards) {
+    const int node_shard = std::min(gpus_per_node, stage_gpus);
+    const auto one_or_both = [](int a, int b) { return a == b ? std::vector<int>{a} : std::vector<int>{a, b}; };
+    for (int f : one_or_both(node_shard, stage_gpus)) {
+      for (int os : one_or_both(f, stage_gpus)) {
         for (int u : {p, 2 * p}) {
           Plan plan = with_factors(preset, "zero-pipeline-p" + std::to_string(p) + "-u" + std::to_string(u), f, f, os);
           plan.model_parallel.pipeline = p;
@@ -220,29 +255,16 @@ std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const Searc
 // DeepSpeed-Ulysses degree the space and the model allow (plan_space.h).
 std::vector<Plan> with_ulysses(std::vector<Plan> systems, const SearchSpace& space, const workloads::ModelSpec& model,
                                const workloads::TrainingConfig& training, int gpus, int gpus_per_node) {
-  std::vector<int> sizes = space.ulysses;
-  if (sizes.empty()) {
-    sizes = {1};
-    if (training.global_batch_sequences < gpus) sizes.push_back(gpus_per_node);
-  }
-  std::vector<int> degrees;
-  for (int u : sizes) {
-    if (u == 1 || gpus % u != 0 || std::find(degrees.begin(), degrees.end(), u) != degrees.end()) continue;
-    workloads::ModelParallelism parallel;
-    parallel.ulysses = u;
-    try {
-      workloads::require_model_parallel_split(model, training, parallel);
-    } catch (const InputError&) {
-      continue;
-    }
-    degrees.push_back(u);
-  }
-  const bool without = std::find(sizes.begin(), sizes.end(), 1) != sizes.end();
+  const std::vector<int> degrees =
+      sequence_degrees(space.ulysses, {gpus_per_node}, model, training, gpus, &workloads::ModelParallelism::ulysses);
   std::vector<Plan> plans;
   for (const Plan& system : systems) {
-    if (without) plans.push_back(system);
-    if (system.experts.parallel > 1) continue;
     for (int u : degrees) {
+      if (u == 1) {
+        plans.push_back(system);
+        continue;
+      }
+      if (system.experts.parallel > 1) break;
       Plan plan = system;
       plan.model_parallel.ulysses = u;
       plan.name += "+ulysses" + std::to_string(u);
@@ -284,7 +306,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
   std::vector<Plan> plans = with_ulysses(with_expert_parallelism(systems(space, gpus, per_node), space, model, gpus, per_node),
                                         space, model, training, gpus, per_node);
   if (space.megatron) {
-    for (Plan& plan : megatron_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
+    for (Plan& plan : megatron_plans(space, model, training, gpus, per_node)) plans.push_back(std::move(plan));
   }
   if (space.zero_pipeline) {
     for (Plan& plan : zero_pipeline_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
@@ -296,7 +318,9 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
     const bool pipeline = is_pipeline(system);
     workloads::ShardingFactors factors;
     try {
-      factors = workloads::resolve_factors(system, data_parallel, per_node / system.model_parallel.tensor, system.name);
+      // Megatron-LM shards over the data x context GPUs (sharding_group_size).
+      factors = workloads::resolve_factors(system, data_parallel * system.model_parallel.context,
+                                           per_node / system.model_parallel.tensor, system.name);
     } catch (const InputError&) {
       continue;  // e.g. ZeRO++'s secondary group against this GPU count
     }

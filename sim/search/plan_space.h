@@ -82,6 +82,9 @@ struct SearchSpace {
                                                        topology::PlacementPolicy::leaf_aware};
   std::vector<int> expert_parallel;  // empty: 1 and min(experts, GPUs per node)
   std::vector<int> ulysses;          // empty: 1, and GPUs per node when the batch has fewer sequences than GPUs
+  // Megatron-LM context parallelism; empty: 1, and 2, 4 and 8 when the batch
+  // has fewer sequences than GPUs.
+  std::vector<int> context_parallel;
   std::vector<bool> tp_comm_overlap = {false};  // Megatron-LM layouts with t > 1
 };
 
