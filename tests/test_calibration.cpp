@@ -51,6 +51,14 @@ std::vector<calib::LinePoint> points_of(const calib::Measurements& m, bool in_pl
   return points;
 }
 
+// A probe's square bf16 GEMMs from `from` to `to`, each at `efficiency` of `peak`.
+calib::Measurements gemms_at(double efficiency, double peak, long long from, long long to) {
+  calib::Measurements m;
+  m.machine = {"test", "synthetic GEMMs at " + std::to_string(efficiency) + " of peak", "cuda", ""};
+  for (long long s = from; s <= to; s *= 2) m.gemm.push_back({"bf16", s, s, s, 2.0 * s * s * s / (efficiency * peak)});
+  return m;
+}
+
 // Two LLaMA-7B layers on the 8 GPUs of one node, every overlap off, so the
 // step is a sequence whose parts can be added up.
 workloads::Program two_layer_step(const std::string& plan, std::int64_t sequence) {
@@ -296,9 +304,7 @@ TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the 
   const test::World datasheet("dgx-a100-8node");
   const calib::Profile& ds = datasheet.profile();
   const double peak = ds.compute.find("bf16")->peak_flops_per_second;
-  calib::Measurements m;
-  m.machine = {"test", "synthetic A100 at 40% of peak", "cuda", ""};
-  for (long long s = 64; s <= 32768; s *= 2) m.gemm.push_back({"bf16", s, s, s, 2.0 * s * s * s / (0.4 * peak)});
+  const calib::Measurements m = gemms_at(0.4, peak, 64, 32768);
   calib::FitOptions options;
   options.base = base_profile(ds.name);
   const calib::Profile measured = calib::parse_profile(calib::fit_profile(m, options, "raw.json").profile, "fitted");
@@ -338,9 +344,7 @@ TEST_CASE("fused attention is counted as FlashAttention counts it, and a measure
   const test::World datasheet("dgx-a100-8node");
   const calib::Profile& ds = datasheet.profile();
   const double peak = ds.compute.find("bf16")->peak_flops_per_second;
-  calib::Measurements m;
-  m.machine = {"test", "synthetic A100", "cuda", ""};
-  for (long long s = 1024; s <= 16384; s *= 2) m.gemm.push_back({"bf16", s, s, s, 2.0 * s * s * s / (0.7 * peak)});
+  calib::Measurements m = gemms_at(0.7, peak, 1024, 16384);
   const std::vector<double> efficiencies{0.65, 0.45, 0.6, 0.5, 0.55};
   for (std::size_t i = 0; i < efficiencies.size(); ++i) {
     const int sequence = 512 << i;
