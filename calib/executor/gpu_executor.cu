@@ -85,24 +85,30 @@ class GpuRankRun final : public RankThreadRun {
     SHARDSIM_CUBLAS(cublasLtCreate(&lt_));
     workspace_ = std::make_unique<DeviceBuffer>(kWorkspaceBytes);
 
+    // Kernels are planned now, for each op once: the measured steps run,
+    // they do not set up.
     std::vector<double> stream_bytes(streams_.size(), 0), collective_bytes(streams_.size(), 0);
-    for (const Op& op : ops_) {
+    fused_.assign(ops_.size(), nullptr);
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = ops_[i];
       const auto s = static_cast<std::size_t>(op.stream);
       if (op.kind == OpKind::collective) collective_bytes[s] = std::max(collective_bytes[s], op.bytes);
       if (op.kind == OpKind::compute) {
         if (gemm_repeats(op) > 0 && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
-          // Created now: the measured steps run, they do not set up.
-          if (attention_for(op) == nullptr) gemm_for(op);
+          fused_[i] = attention_for(op);
+          if (fused_[i] == nullptr) gemm_for(op);
         } else {
           stream_bytes[s] = std::max(stream_bytes[s], op.hbm_bytes);
         }
       }
     }
     if (!attention_fallback_.empty()) {
-      attentions_.clear();  // every attention op one way
-      for (const Op& op : ops_) {
-        if (op.kind == OpKind::compute && op.kernel == KernelClass::attention && gemm_repeats(op) > 0) gemm_for(op);
+      // Every attention op one way: those planned before the failure too.
+      for (std::size_t i = 0; i < ops_.size(); ++i) {
+        if (fused_[i] != nullptr) gemm_for(ops_[i]);
       }
+      fused_.assign(ops_.size(), nullptr);
+      attentions_.clear();
     }
     for (std::size_t s = 0; s < streams_.size(); ++s) {
       buffers_.push_back({std::make_unique<DeviceBuffer>(static_cast<std::size_t>(collective_bytes[s]) + 16),
@@ -220,6 +226,7 @@ class GpuRankRun final : public RankThreadRun {
   // op's FLOPs, as the batched GEMMs stand for the unfused kernels. nullptr
   // where it cannot run here (not bf16, no cuDNN, no engine): the op then
   // runs as batched GEMMs, and so does every attention op of the run.
+  // Setup only: enqueue() reads fused_.
   const FusedAttention* attention_for(const Op& op) {
     if (op.kernel != KernelClass::attention || op.dtype != workloads::Dtype::bf16 || !attention_fallback_.empty()) {
       return nullptr;
@@ -259,8 +266,8 @@ class GpuRankRun final : public RankThreadRun {
     SHARDSIM_CUDA(cudaEventRecord(*starts_[i], stream));
     switch (op.kind) {
       case OpKind::compute:
-        if (const FusedAttention* attention = attention_for(op)) {
-          attention->enqueue(stream);
+        if (fused_[i] != nullptr) {
+          fused_[i]->enqueue(stream);
         } else if (gemm_repeats(op) > 0 && (op.kernel == KernelClass::gemm || op.kernel == KernelClass::attention)) {
           const LtGemm& gemm = gemm_for(op);
           const std::int64_t repeats = op.kernel == KernelClass::gemm ? gemm_repeats(op) : 1;
@@ -435,6 +442,7 @@ class GpuRankRun final : public RankThreadRun {
   std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, long long>, std::unique_ptr<LtGemm>> gemms_;
   std::map<std::tuple<long long, long long, long long>, std::unique_ptr<FusedAttention>> attentions_;
   std::string attention_fallback_;  // why attention ops run as batched GEMMs
+  std::vector<const FusedAttention*> fused_;  // per op: its cuDNN attention, or nullptr
   std::vector<StreamBuffers> buffers_;
   BufferPool<std::unique_ptr<DeviceBuffer>> memory_;
   Event step_start_;
