@@ -1,5 +1,7 @@
 #include "workloads/activation_memory.h"
 
+#include "workloads/kernel_specs.h"
+
 #include <algorithm>
 
 namespace shardsim::workloads {
@@ -44,7 +46,10 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
   if (training.flash_attention) {
     split += 4.0 * model.heads;
   } else if (training.recompute == Recompute::none) {
-    split += e * model.heads * static_cast<double>(training.sequence_length);
+    // The softmax output; with dropout also its mask and the dropped
+    // probabilities the context GEMM read (Korthikanti's 5 a s^2 b).
+    const double scores = model.heads * static_cast<double>(training.sequence_length);
+    split += (training.drops_attention() ? 2 * e + kDropoutMaskBytesPerValue : e) * scores;
   }
   double mlp = 0;
   if (model.moe_layer(layer)) {
@@ -56,8 +61,10 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
   } else {
     mlp += ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e);
   }
-  // The norm and first-GEMM inputs are whole hidden states.
-  return 4 * e * h / parallel.sequence_shards() + (split + mlp) / t;
+  // The norm and first-GEMM inputs are whole hidden states, and so are the
+  // two hidden-dropout masks of the residual adds.
+  const double masks = training.drops_hidden() ? 2 * kDropoutMaskBytesPerValue * h : 0.0;
+  return (4 * e * h + masks) / parallel.sequence_shards() + (split + mlp) / t;
 }
 
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,

@@ -18,8 +18,10 @@
 //     gradient, the expert MLP's tensors, and the expert's output e h, which
 //     the weighted combine needs for the gradient of the routing weights; the
 //     shared experts keep their MLP's tensors.
-// No dropout (modern pretraining runs without it). For GPT-3-style blocks
-// with dropout masks the same method gives Korthikanti's 34 s b h + 5 a s^2 b.
+// Dropout (the training config's, off by default as modern pretraining runs
+// without it) keeps one-byte masks: two per layer for the hidden dropouts,
+// and without flash attention one per score plus the dropped probabilities.
+// For GPT-3-style blocks this is Korthikanti's 34 s b h + 5 a s^2 b.
 // Selective recompute drops the softmax term; full recompute keeps only each
 // layer's input (e h) and rebuilds one layer at a time in backward. The loss
 // keeps bf16 logits and their fp32 upcast for the cross-entropy (e + 4) V per

@@ -15,7 +15,8 @@ double flash_attention_flops(double batch, double heads, double sequence, double
   return backward ? kFlashBackwardOverForward * forward : forward;
 }
 
-void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward) {
+void attention_core(const LayerShapes& x, bool flash, bool dropout, std::vector<KernelSpec>& forward,
+                    std::vector<KernelSpec>& backward) {
   const double full_flops = 4 * x.batch * x.sequence * x.sequence * x.query;  // Q K^T and P V, every score
   const double head_dim = x.query / x.heads;
   if (flash) {
@@ -51,8 +52,10 @@ void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& f
   };
   forward.push_back(batched("attention.scores", full_flops / 2, x.e * (scores + x.tokens * (x.query + x.kv))));
   forward.push_back(elementwise("attention.softmax", x, 2 * scores));
+  if (dropout) forward.push_back(masked_dropout("attention.dropout", x, scores));
   forward.push_back(batched("attention.context", full_flops / 2, x.e * (scores + x.tokens * (x.kv + x.query))));
   backward.push_back(batched("attention.context.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
+  if (dropout) backward.push_back(masked_dropout("attention.dropout.backward", x, scores));
   backward.push_back(elementwise("attention.softmax.backward", x, 3 * scores));
   backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
 }

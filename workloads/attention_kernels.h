@@ -19,8 +19,13 @@ namespace shardsim::workloads {
 double flash_attention_flops(double batch, double heads, double sequence, double head_dim, bool causal, bool backward);
 
 // Appends the core's forward and backward kernels for `x`'s heads over its
-// whole sequence.
-void attention_core(const LayerShapes& x, bool flash, std::vector<KernelSpec>& forward, std::vector<KernelSpec>& backward);
+// whole sequence. With `dropout`, the unfused core drops probabilities in a
+// pass of its own (torch's dropout: the probabilities in and out and a
+// one-byte mask in forward; the gradient in and out and the mask in
+// backward); FlashAttention draws the mask inside its kernel from the RNG
+// state, which moves no extra bytes.
+void attention_core(const LayerShapes& x, bool flash, bool dropout, std::vector<KernelSpec>& forward,
+                    std::vector<KernelSpec>& backward);
 
 // Megatron-LM's context parallelism over c GPUs (Transformer Engine's ring
 // attention, cp_comm_type "p2p"): the core lists of a whole-sequence core

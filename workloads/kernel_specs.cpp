@@ -23,6 +23,18 @@ KernelSpec elementwise(const std::string& name, const LayerShapes& x, double val
   return spec;
 }
 
+KernelSpec masked_dropout(const std::string& name, const LayerShapes& x, double values) {
+  KernelSpec spec = elementwise(name, x, 2 * values);
+  spec.hbm_bytes += kDropoutMaskBytesPerValue * values;
+  return spec;
+}
+
+KernelSpec residual_add(const std::string& name, const LayerShapes& x, double values) {
+  KernelSpec spec = elementwise(name, x, 3 * values);
+  if (x.hidden_dropout) spec.hbm_bytes += kDropoutMaskBytesPerValue * values;
+  return spec;
+}
+
 KernelSpec grouped_gemm(const std::string& name, const LayerShapes& x, double experts, double m, double n, double k) {
   KernelSpec spec = gemm(name, x, m, n, k);
   spec.flops *= experts;

@@ -16,6 +16,7 @@ namespace shardsim::workloads {
 struct LayerShapes {
   double tokens, sequence, batch, hidden, query, kv, ffn, vocab, heads, e;
   Dtype dtype, gemm_dtype;
+  bool hidden_dropout;  // each residual add drops the branch first (a mask per value)
 };
 
 // (m x k) times (k x n) in the GEMM dtype: 2 m n k FLOPs, each operand and
@@ -28,6 +29,21 @@ KernelSpec grouped_gemm(const std::string& name, const LayerShapes& x, double ex
 
 // A memory-bound pass moving `values_moved` values (reads and writes).
 KernelSpec elementwise(const std::string& name, const LayerShapes& x, double values_moved);
+
+// Dropout over `values` values on its own: forward reads them and writes
+// them and a one-byte mask; backward reads the gradient and the mask and
+// writes the gradient. Both move (2 e + 1) bytes per value.
+KernelSpec masked_dropout(const std::string& name, const LayerShapes& x, double values);
+
+// The bytes a dropout fused into another kernel adds: its one-byte mask,
+// written in forward and read in backward.
+constexpr double kDropoutMaskBytesPerValue = 1;
+
+// A block's residual add over `values` values, reading the branch and the
+// residual and writing their sum; with hidden dropout Megatron-LM's fused
+// bias-dropout-add, which also writes the mask (forward) or reads it
+// (backward).
+KernelSpec residual_add(const std::string& name, const LayerShapes& x, double values);
 
 // A call over a model-parallel group, as a kernel list carries it.
 KernelSpec group_call(const std::string& name, CallGroup group, CollectiveOp op, double bytes);

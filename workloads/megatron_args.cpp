@@ -123,6 +123,21 @@ class FlagReader {
     if (number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
     return number;
   }
+  std::optional<double> probability(const std::string& field) const {
+    const auto value = text(field);
+    if (!value) return std::nullopt;
+    std::size_t used = 0;
+    double number = -1;
+    try {
+      number = std::stod(*value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value->size() || !(number >= 0 && number < 1)) {
+      fail(field, "must be a probability in [0, 1), got \"" + *value + "\"");
+    }
+    return number;
+  }
   std::optional<std::string> choice(const std::string& field, const std::vector<std::string>& allowed) const {
     const auto value = text(field);
     if (value && std::find(allowed.begin(), allowed.end(), *value) == allowed.end()) {
@@ -339,6 +354,13 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   if (const auto backend = flags.choice("attention_backend", {"auto", "flash", "fused", "unfused", "local"})) {
     training.flash_attention = *backend != "unfused" && *backend != "local";
   }
+
+  // Megatron-LM drops attention probabilities and hidden states with
+  // probability 0.1 unless told otherwise (arguments.py); LLaMA-style
+  // launches pass 0.
+  constexpr double kMegatronDefaultDropout = 0.1;
+  training.attention_dropout = flags.probability("attention_dropout").value_or(kMegatronDefaultDropout);
+  training.hidden_dropout = flags.probability("hidden_dropout").value_or(kMegatronDefaultDropout);
 
   if (flags.on("recompute_activations")) training.recompute = Recompute::selective;
   const auto granularity = flags.choice("recompute_granularity", {"full", "selective"});

@@ -57,9 +57,9 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ExpertParalle
   all_to_all(experts.forward, "combine");
   // Each token's k outputs weighted and summed, then the residual.
   experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, copies * h + T * h), after_exchange));
-  experts.forward.push_back(elementwise("residual", x, 3 * T * h));
+  experts.forward.push_back(residual_add("residual", x, T * h));
 
-  experts.backward.push_back(elementwise("residual.backward", x, 3 * T * h));
+  experts.backward.push_back(residual_add("residual.backward", x, T * h));
   experts.backward.push_back(elementwise("unpermute.backward", x, T * h + copies * h));
   all_to_all(experts.backward, "combine.backward");
   experts.backward.push_back(

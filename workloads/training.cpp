@@ -31,6 +31,17 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   const std::string recompute = reader.choice("recompute", {"none", "selective", "full"});
   training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
   training.flash_attention = reader.boolean("flash_attention");
+  if (reader.has("dropout")) {
+    auto dropout = reader.object("dropout");
+    const auto probability = [&dropout](const std::string& key) {
+      const double p = dropout.has(key) ? dropout.non_negative_number(key) : 0.0;
+      if (p >= 1) dropout.fail(key, "must be a probability below 1 (1 drops everything)");
+      return p;
+    };
+    training.attention_dropout = probability("attention");
+    training.hidden_dropout = probability("hidden");
+    dropout.finish();
+  }
   reader.finish();
   return training;
 }

@@ -3,13 +3,21 @@
 //   {"sequence_length": 4096, "micro_batch_size": 1,
 //    "global_batch": {"tokens": 4194304},            (or {"sequences": 1024})
 //    "precision": "bf16", "fp8_gemms": false,
-//    "recompute": "none", "flash_attention": true}
+//    "recompute": "none", "flash_attention": true,
+//    "dropout": {"attention": 0.1, "hidden": 0.1}}     (optional; none if absent)
 //
 // precision is the dtype of parameters, gradients and activations ("bf16" or
 // "fp16"; mixed precision with fp32 master weights and Adam moments).
 // recompute: "none" keeps every activation the backward pass needs;
 // "selective" recomputes the attention core (Korthikanti et al. 2022);
 // "full" keeps only each layer's input and recomputes the layer in backward.
+// dropout: the probability of dropping attention probabilities and hidden
+// states (Megatron-LM's --attention-dropout and --hidden-dropout; GPT-2/3
+// style training). Modern pretraining runs without it, the default. What it
+// costs is memory traffic and memory: each dropout writes a one-byte mask in
+// forward and reads it in backward, and outside FlashAttention (which draws
+// the mask inside its kernel) attention dropout is a pass of its own over
+// every score. The probability itself changes no cost; only > 0 matters.
 // The gradient accumulation steps follow from the global batch, the
 // micro-batch and the data-parallel size.
 #pragma once
@@ -34,6 +42,11 @@ struct TrainingConfig {
   bool fp8_gemms = false;
   Recompute recompute = Recompute::none;
   bool flash_attention = true;
+  double attention_dropout = 0;  // probability, in [0, 1)
+  double hidden_dropout = 0;
+
+  bool drops_attention() const { return attention_dropout > 0; }
+  bool drops_hidden() const { return hidden_dropout > 0; }
 
   std::int64_t tokens_per_micro_batch() const { return sequence_length * micro_batch_size; }
   std::int64_t global_batch_tokens() const { return global_batch_sequences * sequence_length; }

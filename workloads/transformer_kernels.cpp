@@ -84,6 +84,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   x.e = training.bytes_per_value;
   x.dtype = training.fp16 ? Dtype::fp16 : Dtype::bf16;
   x.gemm_dtype = training.fp8_gemms ? Dtype::fp8 : x.dtype;
+  x.hidden_dropout = training.drops_hidden();
   const double T = x.tokens, h = x.hidden;
   const bool tensor_parallel = t > 1;
   const double local_tokens = T / parallel.sequence_shards();  // what norms and residuals see
@@ -131,8 +132,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     linear.gathered_gemm(mlp.forward, first + ".input", first, first_out, h);
     mlp.forward.push_back(elementwise(swiglu ? "swiglu" : "gelu", x, (swiglu ? 3 : 2) * T * x.ffn));
     linear.combined_gemm(mlp.forward, "down", x.ffn);
-    mlp.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
-    mlp.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
+    mlp.forward.push_back(waiting_for_call(residual_add("residual", x, local_tokens * h), after_combine));
+    mlp.backward.push_back(residual_add("residual.backward", x, local_tokens * h));
     linear.row_backward(mlp.backward, "down", x.ffn, h);
     mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T * x.ffn));
     linear.column_backward(mlp.backward, first, h, first_out);
@@ -145,6 +146,12 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   // vocabulary (zeros elsewhere), then the group sums.
   embedding.forward.push_back(elementwise("embedding", x, (model.positions == PositionKind::learned ? 5 : 2) * T * h));
   linear.combine(embedding.forward, "embedding");
+  // Megatron-LM drops the embeddings (hidden dropout) once the group has
+  // summed them, on this GPU's part of the sequence.
+  if (training.drops_hidden()) {
+    embedding.forward.push_back(waiting_for_call(masked_dropout("embedding.dropout", x, local_tokens * h), after_combine));
+    embedding.backward.push_back(masked_dropout("embedding.dropout.backward", x, local_tokens * h));
+  }
   linear.gather_input(embedding.backward, "embedding.gradient");
   embedding.backward.push_back(weight_half(waiting_for_call(elementwise("embedding.backward", x, 3 * T * h), after_gather)));
   modules.push_back(std::move(embedding));
@@ -154,7 +161,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
     ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;
-    attention_core(core, training.flash_attention, core_forward, core_backward);
+    attention_core(core, training.flash_attention, training.drops_attention(), core_forward, core_backward);
     if (c > 1) context_parallel_ring(c, x.e * T * 2 * x.kv, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
     linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
@@ -167,8 +174,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     const std::size_t out_proj_at = attention.forward.size();
     linear.combined_gemm(attention.forward, "out_proj", x.query);
     then_wait(attention.forward, out_proj_at);
-    attention.forward.push_back(waiting_for_call(elementwise("residual", x, 3 * local_tokens * h), after_combine));
-    attention.backward.push_back(elementwise("residual.backward", x, 3 * local_tokens * h));
+    attention.forward.push_back(waiting_for_call(residual_add("residual", x, local_tokens * h), after_combine));
+    attention.backward.push_back(residual_add("residual.backward", x, local_tokens * h));
     linear.row_backward(attention.backward, "out_proj", x.query, h);
     exchange(attention.backward, "context.backward", x.query);
     const std::size_t core_backward_at = attention.backward.size();
