@@ -156,6 +156,9 @@ TEST_CASE("Megatron's defaults: plain DDP, no overlap, one bucket, buckets that 
   REQUIRE(wide.plan.buckets.reduce_bytes == 2 * 256e6);  // fp16 gradients stay fp16
   REQUIRE(wide.training.fp16);
   REQUIRE(import("--overlap-grad-reduce --ddp-bucket-size 1000000 --bf16").plan.buckets.reduce_bytes == 4e6);
+  // Gradient-accumulation fusion is on unless switched off.
+  REQUIRE(plain.plan.model_parallel.gradient_accumulation_fusion);
+  REQUIRE_FALSE(import("--bf16 --no-gradient-accumulation-fusion").plan.model_parallel.gradient_accumulation_fusion);
 }
 
 TEST_CASE("recompute flags map to shardsim's recompute levels", "[megatron-args]") {

@@ -19,6 +19,7 @@
 
 #include <fstream>
 #include <map>
+#include <tuple>
 
 using namespace shardsim;
 using namespace shardsim::workloads;
@@ -199,6 +200,35 @@ TEST_CASE("a Megatron step runs every op once, after its dependencies, sends mee
   }
 }
 
+TEST_CASE("without gradient-accumulation fusion every micro-batch adds its gradients into main_grad",
+          "[megatron][compute]") {
+  // bf16: the micro-batch's gradient in bf16 (2 bytes) read, the fp32 main
+  // gradient (4 bytes) read and written: 10 bytes per parameter of the stage.
+  for (const auto& [t, p, v] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {2, 2, 1}, {1, 4, 2}}) {
+    INFO("t " << t << " p " << p << " v " << v);
+    StepConfig config = megatron(t, p, 16 / (t * p), 4, false, v);
+    const Program fused = compile_step(config);
+    config.plan.model_parallel.gradient_accumulation_fusion = false;
+    const Program unfused = compile_step(config);
+    const ModelParallelPartition partition = partition_model(config);
+    REQUIRE(partition.gradient_bytes_per_value == 4);
+    for (int stage = 0; stage < p; ++stage) {
+      const auto added = [stage](const Program& program) {
+        double bytes = 0;
+        for (const Op& op : program.programs[static_cast<std::size_t>(stage)].ops) {
+          if (op.name.size() > 13 && op.name.compare(op.name.size() - 13, 13, "main_grad.add") == 0) bytes += op.hbm_bytes;
+        }
+        return bytes;
+      };
+      REQUIRE(added(fused) == 0);
+      REQUIRE(added(unfused) == Approx(4 * 10 * partition.stage_parameters[static_cast<std::size_t>(stage)]).epsilon(1e-12));
+    }
+    validate_program(unfused);
+    test::require_consistent_step(unfused, world());
+    REQUIRE(unfused.description.at("gradient_accumulation_fusion") == false);
+  }
+}
+
 TEST_CASE("Megatron plans that cannot run are refused naming the file and the field", "[megatron][input]") {
   StepConfig layers = megatron(1, 3, 1, 3);  // 4 layers over 3 stages
   REQUIRE_THROWS_WITH(compile_step(layers), Catch::Contains("plan.json: model_parallel") && Catch::Contains("4 layers"));
@@ -217,4 +247,14 @@ TEST_CASE("Megatron plans that cannot run are refused naming the file and the fi
   document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/zero3.json"));
   document["model_parallel"] = {{"tensor", 2}, {"pipeline", 1}};
   REQUIRE_THROWS_WITH(parse_plan(document, "p.json"), Catch::Contains("p.json: model_parallel"));
+  document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/megatron-dp.json"));
+  document["model_parallel"]["gradient_accumulation_fusion"] = false;
+  REQUIRE_FALSE(parse_plan(document, "p.json").model_parallel.gradient_accumulation_fusion);
+  document["model_parallel"]["gradient_accumulation_fusion"] = "no";
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
+                      Catch::Contains("p.json: model_parallel.gradient_accumulation_fusion: must be true or false"));
+  document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/zero-pipeline-pp4.json"));
+  document["model_parallel"]["gradient_accumulation_fusion"] = false;
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
+                      "p.json: model_parallel.gradient_accumulation_fusion: is Megatron-LM's (system \"megatron\")");
 }

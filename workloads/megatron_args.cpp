@@ -22,7 +22,7 @@ const std::set<std::string> kSwitches = {
     "swiglu",             "untie_embeddings_and_output_weights",
     "group_query_attention", "disable_bias_linear",    "use_torch_fsdp2",
     "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split"};
+    "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion"};
 
 bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -312,6 +312,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
     mp.sequence_parallel = false;
     note("--sequence-parallel has no effect with tensor-parallel size 1 (Megatron turns it off)");
   }
+  mp.gradient_accumulation_fusion = !flags.on("no_gradient_accumulation_fusion");
   if (flags.on("tp_comm_overlap")) {
     if (!mp.sequence_parallel) flags.fail("tp_comm_overlap", "needs --sequence-parallel (Megatron asserts it)");
     mp.tp_comm_overlap = true;

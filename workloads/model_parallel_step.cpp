@@ -59,6 +59,19 @@ class StageBuilder : PipelineStageWriter {
   }
 
   void run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps);
+  // Without gradient-accumulation fusion Megatron-LM's DDP hook adds each
+  // micro-batch's gradients (param.grad, in the training dtype) into the main
+  // gradients: main_grad.add_(param.grad), a pass that reads both and writes
+  // the main gradient.
+  KernelSpec main_grad_add(double parameters) const {
+    KernelSpec add;
+    add.name = "main_grad.add";
+    add.kernel = KernelClass::elementwise;
+    add.dtype = config_.training.fp16 ? Dtype::fp16 : Dtype::bf16;
+    add.flops = parameters;
+    add.hbm_bytes = (config_.training.bytes_per_value + 2 * partition_.gradient_bytes_per_value) * parameters;
+    return add;
+  }
   void forward(const PipelinePass& pass);
   void backward(const PipelinePass& pass, bool last_of_chunk);
   void reduce_bucket(std::vector<OpIndex> deps);
@@ -114,6 +127,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
     }
     run(work.recompute, module_prefix + "recompute.", deps);
     run(work.backward, module_prefix, deps);
+    if (!mp_.gradient_accumulation_fusion && work.parameters > 0) run({main_grad_add(work.parameters)}, module_prefix, deps);
     memory(module_prefix + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
     const bool layer_done = std::next(it) == modules.rend() || partition_.modules[*std::next(it)].layer != work.layer;
     if (working > 0 && layer_done) {
@@ -390,6 +404,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["virtual_stages"] = mp.virtual_stages;
   program.description["sequence_parallel"] = mp.sequence_parallel;
   program.description["tp_comm_overlap"] = mp.tp_comm_overlap;
+  if (!mp.gradient_accumulation_fusion) program.description["gradient_accumulation_fusion"] = false;
   program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
   return program;
 }

@@ -143,6 +143,10 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
       if (parallel.has("tp_comm_overlap")) mp.tp_comm_overlap = parallel.boolean("tp_comm_overlap");
       if (parallel.has("context_parallel")) mp.context = degree("context_parallel");
+      if (parallel.has("gradient_accumulation_fusion")) {
+        if (zero_pipeline) parallel.fail("gradient_accumulation_fusion", "is Megatron-LM's (system \"megatron\")");
+        mp.gradient_accumulation_fusion = parallel.boolean("gradient_accumulation_fusion");
+      }
       if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
       parallel.finish();
       if (zero_pipeline && mp.context != 1) {

@@ -64,7 +64,13 @@
 // --context-parallel-size, TE's ring attention): GPUs that split each
 // micro-batch's sequence, attention exchanging keys and values around them
 // (transformer_kernels.h); the data-parallel GPUs are then GPUs / (tensor x
-// pipeline x context), and gradients reduce over data x context.
+// pipeline x context), and gradients reduce over data x context;
+// gradient_accumulation_fusion (default true; Megatron-LM's
+// --no-gradient-accumulation-fusion turns it off, as Megatron-LM before 2022
+// had it): the weight-gradient GEMMs accumulate into the fp32 (fp16 for fp16
+// training) main gradients themselves; off, every micro-batch's gradients
+// land in param.grad and a hook adds them into main_grad, a pass over the
+// stage's parameters (model_parallel_step.h).
 // "pipeline" and "tensor" are required in the block, the rest optional.
 //
 // System "zero_pipeline" is ZeroPP (Tang et al. 2024; TECHNIQUES.md section
@@ -161,6 +167,7 @@ struct ModelParallelism {
   bool tp_comm_overlap = false;
   int ulysses = 1;  // DeepSpeed-Ulysses sequence parallelism (data-parallel systems)
   int context = 1;  // Megatron-LM context parallelism (ring attention)
+  bool gradient_accumulation_fusion = true;  // Megatron-LM: wgrad GEMMs accumulate into main_grad
 
   int gpus_per_replica() const { return tensor * pipeline * context; }
   // How many ways hidden states between blocks are split along the sequence.

@@ -21,7 +21,9 @@ assumes it), no FlashAttention (2021: the fused scale-mask-softmax kernel
 between batched GEMMs), Megatron-LM's default dropout of 0.1 on attention
 probabilities and hidden states, data-parallel gradients all-reduced once
 after the backward (Megatron-LM's local DDP of 2021; no distributed
-optimizer), the interleaved schedule for Table 1 (section 5.1).
+optimizer), its hook adding each micro-batch's gradients into the main
+gradients (gradient-accumulation fusion came to Megatron-LM later), the
+interleaved schedule for Table 1 (section 5.1).
 
 What the paper leaves open, and what this script assumes (each a column of
 comparison.csv): Table 1's micro-batch size (1, as in Table 2's PTD rows)
@@ -78,6 +80,7 @@ def megatron_flags(row, micro_batch, chunks):
         f"--micro-batch-size {micro_batch} --global-batch-size {row['batch']} --fp16",
         "--attention-backend unfused --attention-dropout 0.1 --hidden-dropout 0.1",
         "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+        "--no-gradient-accumulation-fusion",
         f"--tensor-model-parallel-size {row['tensor']} --pipeline-model-parallel-size {row['pipeline']}",
     ]
     if chunks > 1:

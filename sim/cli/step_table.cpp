@@ -43,8 +43,8 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               d.at("model").get<std::string>().c_str(), d.at("parameters").get<double>() / 1e9, cluster.c_str(),
               program.ranks, d.at("data_parallel").get<int>());
   if (d.contains("tensor_parallel")) {
-    std::printf("# plan %s (megatron): tensor %d%s%s%s, pipeline %d x %d virtual stages, %s; overlap: gradient reduce %s, "
-                "parameter gather %s\n",
+    std::printf("# plan %s (megatron): tensor %d%s%s%s, pipeline %d x %d virtual stages, %s%s; overlap: gradient reduce "
+                "%s, parameter gather %s\n",
                 d.at("plan").get<std::string>().c_str(), d.at("tensor_parallel").get<int>(),
                 d.at("sequence_parallel").get<bool>() ? " + sequence parallel" : "",
                 d.at("tp_comm_overlap").get<bool>() ? " + TP comm overlap" : "",
@@ -54,6 +54,7 @@ void print_step_table(const std::string& title, const workloads::Program& progra
                 d.at("pipeline_parallel").get<int>(),
                 d.at("virtual_stages").get<int>(),
                 d.at("distributed_optimizer").get<bool>() ? "distributed optimizer" : "replicated optimizer",
+                d.contains("gradient_accumulation_fusion") ? ", gradients added into main_grad per micro-batch" : "",
                 on(o.at("gradient_reduce")), on(o.at("parameter_gather")));
   } else {
     if (d.contains("scheduling_unit")) {
