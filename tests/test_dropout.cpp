@@ -4,6 +4,7 @@
 // HBM bandwidth, Korthikanti et al.'s activation count, and the inputs that
 // set it (training JSON, Megatron-LM flags and their defaults).
 #include "fixtures.h"
+#include "pipeline_checks.h"
 #include "sim/step/step_simulator.h"
 #include "topology/json_input.h"
 #include "workloads/activation_memory.h"
@@ -21,16 +22,9 @@ namespace {
 // A GPT-2-style block (GELU, LayerNorm, learned positions) small enough to
 // count by hand: 2 layers, h 512, 8 heads of 64.
 ModelSpec gpt_model() {
-  ModelSpec model;
+  ModelSpec model = test::small_pipeline_model(2);
   model.name = "tiny-gpt";
-  model.layers = 2;
-  model.hidden = 512;
-  model.heads = 8;
-  model.kv_heads = 8;
-  model.head_dim = 64;
-  model.ffn_hidden = 2048;
-  model.vocab = 1000;
-  model.max_positions = 1024;
+  model.ffn_hidden = 4 * model.hidden;
   model.mlp = MlpKind::gelu;
   model.norm = NormKind::layernorm;
   model.positions = PositionKind::learned;
