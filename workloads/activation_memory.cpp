@@ -1,7 +1,5 @@
 #include "workloads/activation_memory.h"
 
-#include "workloads/kernel_specs.h"
-
 #include <algorithm>
 
 namespace shardsim::workloads {

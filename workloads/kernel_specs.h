@@ -35,10 +35,6 @@ KernelSpec elementwise(const std::string& name, const LayerShapes& x, double val
 // writes the gradient. Both move (2 e + 1) bytes per value.
 KernelSpec masked_dropout(const std::string& name, const LayerShapes& x, double values);
 
-// The bytes a dropout fused into another kernel adds: its one-byte mask,
-// written in forward and read in backward.
-constexpr double kDropoutMaskBytesPerValue = 1;
-
 // A block's residual add over `values` values, reading the branch and the
 // residual and writing their sum; with hidden dropout Megatron-LM's fused
 // bias-dropout-add, which also writes the mask (forward) or reads it

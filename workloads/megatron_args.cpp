@@ -74,6 +74,19 @@ std::vector<Word> shell_words(const std::string& text) {
   return words;
 }
 
+// `parse` (std::stoll, std::stod) over all of `text`; nothing when it throws
+// or leaves characters over.
+template <typename Parse>
+auto parse_whole(const std::string& text, Parse parse) -> std::optional<decltype(parse(text, nullptr))> {
+  std::size_t used = 0;
+  try {
+    const auto number = parse(text, &used);
+    if (used == text.size()) return number;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 bool is_flag(const std::string& word) { return word.size() > 2 && word.compare(0, 2, "--") == 0; }
 
 // Reads the flags of one file, each error naming the file, the flag and its line.
@@ -112,30 +125,16 @@ class FlagReader {
   std::optional<std::int64_t> integer(const std::string& field, std::int64_t minimum = 1) const {
     const auto value = text(field);
     if (!value) return std::nullopt;
-    std::size_t used = 0;
-    std::int64_t number = 0;
-    try {
-      number = std::stoll(*value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != value->size()) fail(field, "must be an integer, got \"" + *value + "\"");
-    if (number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
+    const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stoll(s, used); });
+    if (!number) fail(field, "must be an integer, got \"" + *value + "\"");
+    if (*number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
     return number;
   }
   std::optional<double> probability(const std::string& field) const {
     const auto value = text(field);
     if (!value) return std::nullopt;
-    std::size_t used = 0;
-    double number = -1;
-    try {
-      number = std::stod(*value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != value->size() || !(number >= 0 && number < 1)) {
-      fail(field, "must be a probability in [0, 1), got \"" + *value + "\"");
-    }
+    const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
+    if (!number || !(*number >= 0 && *number < 1)) fail(field, "must be a probability in [0, 1), got \"" + *value + "\"");
     return number;
   }
   std::optional<std::string> choice(const std::string& field, const std::vector<std::string>& allowed) const {

@@ -33,6 +33,10 @@ namespace shardsim::workloads {
 
 enum class Recompute { none, selective, full };
 
+// A dropout's mask: one byte per value (torch's bool), written in forward,
+// read in backward, kept in between.
+constexpr double kDropoutMaskBytesPerValue = 1;
+
 struct TrainingConfig {
   std::int64_t sequence_length = 0;
   std::int64_t micro_batch_size = 0;        // sequences per rank per micro-batch
