@@ -2,6 +2,7 @@
 // optimum against exhaustive simulation, memory rejections against the memory
 // model, and bad GPU counts.
 #include "calib/profile.h"
+#include "search_fixture.h"
 #include "sim/search/plan_search.h"
 #include "sim/step/step_simulator.h"
 #include "topology/cluster.h"
@@ -24,34 +25,7 @@
 #include <utility>
 
 using namespace shardsim;
-
-namespace {
-
-struct TinySearch {
-  topology::ClusterSpec spec = topology::load_cluster_spec("dgx-a100-2node");
-  std::unique_ptr<topology::Cluster> cluster;
-  std::unique_ptr<topology::Router> router;
-  calib::Profile profile = calib::load_profile("a100");
-  sim::SearchRequest request;
-
-  explicit TinySearch(double memory_limit_bytes = 0) {
-    if (memory_limit_bytes > 0) spec.node.gpu_memory_bytes = memory_limit_bytes;
-    cluster = std::make_unique<topology::Cluster>(spec);
-    router = std::make_unique<topology::Router>(*cluster);
-    request.gpus = 16;
-    request.model = workloads::load_model("llama-7b");
-    request.training = workloads::load_training_config("seq4096-mbs1-4m-tokens");
-    // A 4-layer LLaMA-7B-wide model, 64 sequences of 1024 tokens per step.
-    workloads::apply_job_scale(workloads::parse_job_scale("layers=4,seq=1024,micro_batches=4"), 16, request.model,
-                               request.training);
-    request.space.micro_batch_sizes = {1, 2};
-    request.space.recompute = {workloads::Recompute::none, workloads::Recompute::full};
-    request.space.bucket_bytes = {1e8, 1e9};
-    request.space.placements = {topology::PlacementPolicy::consecutive};
-  }
-};
-
-}  // namespace
+using test::TinySearch;
 
 TEST_CASE("the mirrored estimate equals the analytical simulation of every rank on congruent groups", "[search]") {
   TinySearch tiny;

@@ -19,5 +19,6 @@ void add_calib_command(CLI::App& app, int& exit_code);
 void add_exec_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_search_command(CLI::App& app, int& exit_code);
+void add_capacity_command(CLI::App& app, int& exit_code);
 
 }  // namespace shardsim::cli

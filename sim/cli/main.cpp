@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   shardsim::cli::add_run_command(app, exit_code);
   shardsim::cli::add_search_command(app, exit_code);
+  shardsim::cli::add_capacity_command(app, exit_code);
   shardsim::cli::add_scenarios_command(app, exit_code);
   shardsim::cli::add_collective_command(app, exit_code);
   shardsim::cli::add_memory_command(app, exit_code);

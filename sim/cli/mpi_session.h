@@ -1,10 +1,11 @@
-// MPI for the commands that can run under mpirun (exec, search): initialised
-// for the life of the object, finalised after it.
+// MPI for the commands that can run under mpirun (exec, search, capacity):
+// initialised for the life of the object, finalised after it.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 
 namespace shardsim::cli {
@@ -39,5 +40,13 @@ inline bool launched_by_mpi() {
   }
   return false;
 }
+
+// Runs `work(rank, size)` in this process: alone (0, 1) when no launcher
+// started it, else as one of an mpirun's processes, which share the work and
+// agree on the result. Bad input fails alike on every process, so rank 0 says
+// why and the others exit 2 quietly; any other failure aborts the whole job,
+// since one process failing alone would leave the others waiting in a
+// collective. `command` names the command in that message.
+int run_across_processes(const char* command, const std::function<int(int rank, int size)>& work);
 
 }  // namespace shardsim::cli

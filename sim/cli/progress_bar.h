@@ -2,7 +2,10 @@
 // terminal: piped and redirected output stays byte-for-byte deterministic.
 #pragma once
 
+#include "sim/search/plan_search.h"
+
 #include <chrono>
+#include <memory>
 #include <string>
 
 namespace shardsim::cli {
@@ -21,6 +24,19 @@ class ProgressBar {
   std::size_t done_ = 0;
   bool enabled_;
   std::chrono::steady_clock::time_point start_;
+};
+
+// A search's phases (estimating, simulating), one bar each.
+class SearchProgressBar : public sim::SearchProgress {
+ public:
+  void phase(const std::string& label, std::size_t total) override {
+    bar_.reset();
+    bar_ = std::make_unique<ProgressBar>(label, total);
+  }
+  void advance() override { bar_->advance(); }
+
+ private:
+  std::unique_ptr<ProgressBar> bar_;
 };
 
 }  // namespace shardsim::cli

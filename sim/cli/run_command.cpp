@@ -6,11 +6,13 @@
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/step_table.h"
+#include "sim/cli/token_count.h"
 #include "sim/search/plan_space.h"
 #include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
 #include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
+#include "sim/step/training_time.h"
 #include "topology/cluster.h"
 #include "topology/placement.h"
 #include "topology/routing.h"
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 namespace shardsim::cli {
@@ -38,6 +41,7 @@ struct RunOptions {
   std::string h5;
   std::string program;
   int breakdown_rank = 0;
+  std::string tokens;  // a training budget to price the step on
   bool json = false;
 };
 
@@ -68,6 +72,7 @@ int run_step(const RunOptions& options) {
                                 std::to_string(step.ranks() - 1));
   }
   const std::vector<int> record = recorded_ranks(options, step.ranks(), inputs.cluster.node.gpus);
+  const double tokens = options.tokens.empty() ? 0 : parse_token_count("--tokens", options.tokens);
   const calib::Profile profile = calib::load_profile(options.profile.empty() ? inputs.cluster.profile : options.profile);
   const topology::Cluster cluster(inputs.cluster);
   const topology::Router router(cluster);
@@ -104,6 +109,14 @@ int run_step(const RunOptions& options) {
   summary_json["cluster"] = inputs.cluster.name;
   summary_json["profile"] = profile.name;
   summary_json["network"] = options.network;
+  std::optional<sim::TrainingTime> training;
+  if (tokens > 0 && !timeline.out_of_memory) {
+    training = sim::training_time(tokens, step.training.global_batch_tokens(), summary.step_seconds, step.ranks());
+    summary_json["training_budget"] = {{"tokens", tokens},
+                                       {"steps", training->steps},
+                                       {"seconds", training->seconds},
+                                       {"gpu_hours", training->gpu_hours}};
+  }
 
   if (!options.trace.empty()) {
     AtomicOutputFile out(options.trace);
@@ -115,6 +128,12 @@ int run_step(const RunOptions& options) {
     std::cout << summary_json.dump(2) << "\n";
   } else {
     print_step_table("shardsim run", program, timeline, summary, inputs.cluster.name);
+    if (training) {
+      std::printf("%-30s %12.2f days, %lld steps, %.0f GPU-hours (at this step time: no failures, restarts, "
+                  "checkpoints or evaluation)\n",
+                  ("training on " + options.tokens + " tokens").c_str(), training->seconds / 86400,
+                  static_cast<long long>(training->steps), training->gpu_hours);
+    }
   }
   return timeline.out_of_memory ? 1 : 0;
 }
@@ -150,6 +169,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option("--trace", options->trace, "Write a Chrome trace (Perfetto) of the recorded ranks");
   command->add_option("--h5", options->h5, "Write the timeline of the recorded ranks as HDF5 (schema in the README)");
   command->add_option("--program", options->program, "Write the compiled Program as JSON");
+  command->add_option("--tokens", options->tokens,
+                      "Price the step on a training budget, e.g. 300B, 1.4T: steps, days, GPU-hours");
   command->add_flag("--json", options->json, "Print one JSON object instead of the table");
   command->callback([options, &exit_code] { exit_code = run_step(*options); });
 }

@@ -14,6 +14,7 @@
 #include "sim/cli/progress_bar.h"
 #include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
+#include "sim/text_format.h"
 #include "topology/cluster.h"
 #include "topology/json_input.h"
 #include "topology/routing.h"
@@ -29,6 +30,8 @@
 namespace shardsim::cli {
 
 namespace {
+
+using sim::csv_field;
 
 struct ScenarioRun {
   std::string model, training;
@@ -68,13 +71,6 @@ std::vector<ScenarioRun> parse_runs(JsonObjectReader& reader) {
     runs.push_back(std::move(run));
   }
   return runs;
-}
-
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
 }
 
 int run_scenarios(const ScenarioOptions& options) {

@@ -9,6 +9,7 @@
 #include "sim/cli/byte_size.h"
 #include "sim/cli/mpi_session.h"
 #include "sim/cli/progress_bar.h"
+#include "sim/cli/search_space_options.h"
 #include "sim/cli/step_table.h"
 #include "sim/search/plan_search.h"
 #include "sim/search/search_output.h"
@@ -39,124 +40,12 @@ struct SearchOptions {
   std::string memory_limit;  // default: the GPU's memory
   std::size_t top = 10;
   std::size_t simulate = 16;
-  std::string systems = "all";
-  std::string micro_batch_sizes = "1,2,4,8";
-  std::string recompute = "none,selective,full";
-  std::string buckets = "2.5e8,1e9";
-  std::string placements = "consecutive,leaf-aware";
-  std::string expert_parallel;  // empty: the space's default
-  std::string ulysses;          // empty: the space's default
-  std::string context_parallel;  // empty: the space's default
-  std::string tp_comm_overlap = "off";
+  SearchSpaceOptions space;
   bool show_rejected = false;
   std::string csv;
   std::string h5;
   bool json = false;
   std::size_t explain = 0;
-};
-
-std::vector<std::string> split_list(const std::string& option, const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) {
-    if (item.empty()) throw std::invalid_argument(option + ": empty item in '" + text + "'");
-    items.push_back(item);
-  }
-  if (items.empty()) throw std::invalid_argument(option + ": give at least one value");
-  return items;
-}
-
-// A comma-separated list of whole numbers from 1 to `most`.
-std::vector<long long> positive_integers(const std::string& option, const std::string& text, long long most) {
-  std::vector<long long> values;
-  for (const auto& item : split_list(option, text)) {
-    std::size_t used = 0;
-    long long value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != item.size() || value < 1 || value > most) {
-      throw std::invalid_argument(option + ": '" + item + "' is not a whole number from 1 to " + std::to_string(most));
-    }
-    values.push_back(value);
-  }
-  return values;
-}
-
-sim::SearchSpace parse_space(const SearchOptions& options) {
-  sim::SearchSpace space;
-  if (options.systems != "all") {
-    space.named_systems = space.amsp = space.megatron = space.zero_pipeline = false;
-    for (const auto& item : split_list("--systems", options.systems)) {
-      if (item == "named") space.named_systems = true;
-      else if (item == "amsp") space.amsp = true;
-      else if (item == "megatron") space.megatron = true;
-      else if (item == "zero-pipeline") space.zero_pipeline = true;
-      else throw std::invalid_argument("--systems: '" + item + "' is not all, named, amsp, megatron or zero-pipeline");
-    }
-  }
-  space.micro_batch_sizes.clear();
-  for (const long long size : positive_integers("--micro-batch-sizes", options.micro_batch_sizes, 1LL << 40)) {
-    space.micro_batch_sizes.push_back(size);
-  }
-  space.recompute.clear();
-  for (const auto& item : split_list("--recompute", options.recompute)) {
-    if (item == "none") space.recompute.push_back(workloads::Recompute::none);
-    else if (item == "selective") space.recompute.push_back(workloads::Recompute::selective);
-    else if (item == "full") space.recompute.push_back(workloads::Recompute::full);
-    else throw std::invalid_argument("--recompute: '" + item + "' is not none, selective or full");
-  }
-  space.bucket_bytes.clear();
-  for (const auto& item : split_list("--buckets", options.buckets)) {
-    std::size_t used = 0;
-    double bytes = 0;
-    try {
-      bytes = std::stod(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != item.size() || !(bytes >= 1)) {
-      throw std::invalid_argument("--buckets: '" + item + "' is not a size in bytes (examples: 2.5e8, 1e9)");
-    }
-    space.bucket_bytes.push_back(bytes);
-  }
-  space.placements.clear();
-  for (const auto& item : split_list("--placements", options.placements)) {
-    space.placements.push_back(topology::parse_placement_policy(item));
-  }
-  if (!options.expert_parallel.empty()) {
-    for (const long long size : positive_integers("--expert-parallel", options.expert_parallel, 1 << 16)) {
-      space.expert_parallel.push_back(static_cast<int>(size));
-    }
-  }
-  if (!options.ulysses.empty()) {
-    for (const long long size : positive_integers("--ulysses", options.ulysses, 1 << 16)) {
-      space.ulysses.push_back(static_cast<int>(size));
-    }
-  }
-  if (!options.context_parallel.empty()) {
-    for (const long long size : positive_integers("--context-parallel", options.context_parallel, 1 << 16)) {
-      space.context_parallel.push_back(static_cast<int>(size));
-    }
-  }
-  space.tp_comm_overlap.clear();
-  for (const auto& item : split_list("--tp-comm-overlap", options.tp_comm_overlap)) {
-    if (item != "off" && item != "on") throw std::invalid_argument("--tp-comm-overlap: '" + item + "' is not off or on");
-    space.tp_comm_overlap.push_back(item == "on");
-  }
-  return space;
-}
-
-class BarProgress : public sim::SearchProgress {
- public:
-  void phase(const std::string& label, std::size_t total) override {
-    bar_.reset();
-    bar_ = std::make_unique<ProgressBar>(label, total);
-  }
-  void advance() override { bar_->advance(); }
-
- private:
-  std::unique_ptr<ProgressBar> bar_;
 };
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -178,7 +67,7 @@ int search(const SearchOptions& options, int rank, int processes) {
   request.training = workloads::load_training_config(options.training);
   workloads::check_sequence_length(request.training, request.model, options.training);
   request.gpus = gpus;
-  request.space = parse_space(options);
+  request.space = parse_search_space(options.space);
   request.simulate = options.simulate;
   const calib::Profile profile = calib::load_profile(options.profile.empty() ? spec.profile : options.profile);
   const topology::Cluster cluster(spec);
@@ -198,7 +87,7 @@ int search(const SearchOptions& options, int rank, int processes) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--gpus: ") + e.what());
   }
-  BarProgress progress;
+  SearchProgressBar progress;
   const sim::SearchResult result = planner.run(request, share, root ? &progress : nullptr);
   if (!root) return result.ranked.empty() ? 1 : 0;
 
@@ -254,22 +143,7 @@ int search(const SearchOptions& options, int rank, int processes) {
 }
 
 int run_search_command(const SearchOptions& options) {
-  if (!launched_by_mpi()) return search(options, 0, 1);
-  MpiSession mpi;
-  try {
-    return search(options, mpi.rank(), mpi.size());
-  } catch (const InputError&) {
-    if (mpi.rank() != 0) return 2;  // every process fails alike; rank 0 says why
-    throw;
-  } catch (const std::invalid_argument&) {
-    if (mpi.rank() != 0) return 2;
-    throw;
-  } catch (const std::exception& e) {
-    // One process alone failing would leave the others waiting in a collective.
-    std::cerr << "shardsim search: internal error on process " << mpi.rank() << ": " << e.what() << "\n";
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
-  }
+  return run_across_processes("shardsim search", [&](int rank, int size) { return search(options, rank, size); });
 }
 
 }  // namespace
@@ -303,28 +177,8 @@ void add_search_command(CLI::App& app, int& exit_code) {
   command->add_option("--simulate", options->simulate, "Fastest estimates simulated on the flow network")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
-  command->add_option("--systems", options->systems,
-                      "all, or a list of: named (ZeRO/FSDP/MiCS/ZeRO++), amsp (factor triples), megatron "
-                      "(tensor x pipeline x data), zero-pipeline (ZeroPP)")
-      ->capture_default_str();
-  command->add_option("--micro-batch-sizes", options->micro_batch_sizes, "Micro-batch sizes to try")->capture_default_str();
-  command->add_option("--recompute", options->recompute, "Recompute choices to try")->capture_default_str();
-  command->add_option("--buckets", options->buckets, "Reduce/all-gather bucket sizes to try, bytes")->capture_default_str();
-  command->add_option("--placements", options->placements, "Placements to try: consecutive, leaf-aware, scattered")
-      ->capture_default_str();
   command->add_flag("--show-rejected", options->show_rejected, "List every rejected candidate with the reason");
-  command->add_option("--expert-parallel", options->expert_parallel,
-                     "MoE models: expert-parallel sizes to try, each above 1 in both layouts (E+D, D+E); "
-                     "default: 1 and the node's GPUs");
-  command->add_option("--ulysses", options->ulysses,
-                     "DeepSpeed-Ulysses degrees to try with the data-parallel systems (1: without); default: 1, "
-                     "and the node's GPUs when the global batch has fewer sequences than the job has GPUs");
-  command->add_option("--context-parallel", options->context_parallel,
-                     "Megatron-LM layouts: context-parallel degrees to try (1: without); default: 1, and 2, 4 and 8 "
-                     "when the global batch has fewer sequences than the job has GPUs");
-  command->add_option("--tp-comm-overlap", options->tp_comm_overlap,
-                      "Megatron-LM layouts with tensor parallelism: TP comm overlap off, on, or both (off,on)")
-      ->capture_default_str();
+  add_search_space_options(*command, options->space);
   command->add_option("--csv", options->csv, "Write every candidate, estimated and simulated numbers, as CSV");
   command->add_option("--h5", options->h5, "Write every candidate as an HDF5 table (/candidates)");
   command->add_flag("--json", options->json, "Print the ranked table and Pareto front as JSON");

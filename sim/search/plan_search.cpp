@@ -176,7 +176,9 @@ SearchResult PlanSearch::run(const SearchRequest& request, const WorkShare& shar
                    [&](std::size_t a, std::size_t b) { return estimated_time(a) < estimated_time(b); });
   std::vector<std::size_t> chosen(by_estimate.begin(),
                                   by_estimate.begin() + static_cast<std::ptrdiff_t>(std::min(request.simulate, by_estimate.size())));
-  for (std::size_t i : pareto_front(estimated, estimated_memory, estimated_time)) chosen.push_back(i);
+  if (request.simulate_pareto_front) {
+    for (std::size_t i : pareto_front(estimated, estimated_memory, estimated_time)) chosen.push_back(i);
+  }
   std::sort(chosen.begin(), chosen.end());
   chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
 

@@ -9,9 +9,9 @@
 //     played with every peer mirroring it, collectives at their analytical
 //     cost on the slowest group they stand for (step_simulator.h,
 //     mirror_ranks);
-//  3. the `simulate` fastest estimates, and every plan on the estimates'
-//     Pareto front of memory against time, are simulated in full on the flow
-//     network (all ranks, all flows, contention included);
+//  3. the `simulate` fastest estimates, and (unless asked not to) every plan
+//     on the estimates' Pareto front of memory against time, are simulated in
+//     full on the flow network (all ranks, all flows, contention included);
 //  4. the simulated plans that fit are ranked by step time (ties by
 //     enumeration order), and their Pareto front of peak memory against step
 //     time is drawn.
@@ -44,6 +44,9 @@ struct SearchRequest {
   int gpus = 0;
   SearchSpace space;
   std::size_t simulate = 16;  // fastest estimates simulated on the flow network
+  // Also simulate every plan on the estimates' Pareto front of memory against
+  // time (for the front the table draws); off when only the fastest matters.
+  bool simulate_pareto_front = true;
 };
 
 // Process `rank` of `size` evaluates candidates rank, rank + size, ...;

@@ -1,6 +1,7 @@
 #include "sim/search/search_output.h"
 
 #include "sim/hdf5_tables.h"
+#include "sim/text_format.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,20 +14,14 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string format(const char* pattern, auto... values) {
-  char text[512];
-  std::snprintf(text, sizeof text, pattern, values...);
-  return text;
-}
-
 std::string bucket_label(double bytes) {
-  return bytes >= 1e9 ? format("%gG", bytes / 1e9) : format("%gM", bytes / 1e6);
+  return bytes >= 1e9 ? printf_string("%gG", bytes / 1e9) : printf_string("%gM", bytes / 1e6);
 }
 
 // `plan_width`: the plan column, 20 characters or the longest name printed.
 void print_row(std::ostream& out, int plan_width, std::size_t rank, const Candidate& c, const CandidateResult& r) {
   const SimulatedStep& s = *r.simulation;
-  out << format("%4zu  %-*s %4d %4d %4d %3lld  %-9s %6s  %-11s %9.4f %7.2f %7.0f %9.2f %9.4f %9.1f %9.4f\n", rank,
+  out << printf_string("%4zu  %-*s %4d %4d %4d %3lld  %-9s %6s  %-11s %9.4f %7.2f %7.0f %9.2f %9.4f %9.1f %9.4f\n", rank,
                 plan_width, c.plan.name.c_str(), c.factors.parameters, c.factors.gradients, c.factors.optimizer,
                 static_cast<long long>(c.training.micro_batch_size), workloads::to_string(c.training.recompute).c_str(),
                 bucket_label(c.plan.buckets.reduce_bytes).c_str(), std::string(topology::to_string(c.placement->policy)).c_str(),
@@ -35,7 +30,7 @@ void print_row(std::ostream& out, int plan_width, std::size_t rank, const Candid
 }
 
 void print_header(std::ostream& out, int plan_width) {
-  out << format("%4s  %-*s %4s %4s %4s %3s  %-9s %6s  %-11s %9s %7s %7s %9s %9s %9s %9s\n", "rank", plan_width, "plan",
+  out << printf_string("%4s  %-*s %4s %4s %4s %3s  %-9s %6s  %-11s %9s %7s %7s %9s %9s %9s %9s\n", "rank", plan_width, "plan",
                 "f_P", "f_G",
                 "f_OS", "mbs", "recompute", "bucket", "placement", "step (s)", "MFU %", "TGS", "peak GiB", "exposed",
                 "spine GB", "est. (s)");
@@ -46,10 +41,10 @@ void print_header(std::ostream& out, int plan_width) {
 void print_search_table(std::ostream& out, const SearchHeading& heading, const SearchResult& result, std::size_t top) {
   std::size_t over_limit = 0;
   for (const auto& r : result.results) over_limit += r.fits ? 0 : 1;
-  out << format("# shardsim search: %s (%.3f B parameters) on %s, %d GPUs, memory limit %.1f GiB, profile %s\n",
+  out << printf_string("# shardsim search: %s (%.3f B parameters) on %s, %d GPUs, memory limit %.1f GiB, profile %s\n",
                 heading.model.c_str(), heading.parameters / 1e9, heading.cluster.c_str(), heading.gpus,
                 heading.memory_limit_bytes / kGiB, heading.profile.c_str());
-  out << format("# %zu candidates: %zu over the memory limit (memory model), %zu estimated (analytical, one rank "
+  out << printf_string("# %zu candidates: %zu over the memory limit (memory model), %zu estimated (analytical, one rank "
                 "per stage, peers mirrored), %zu simulated (flow network, every rank), %zu fit and ranked\n",
                 result.candidates.size(), over_limit, result.estimated, result.simulated, result.ranked.size());
   out << "# exposed: rank 0's communication not hidden behind compute (s); spine: bytes crossing leaf-to-spine "
@@ -87,7 +82,7 @@ void print_rejections(std::ostream& out, const SearchResult& result, double memo
     } else {
       continue;
     }
-    out << format("%6zu  %-70s %s\n", c.index, describe(c).c_str(), reason.c_str());
+    out << printf_string("%6zu  %-70s %s\n", c.index, describe(c).c_str(), reason.c_str());
   }
 }
 
@@ -100,7 +95,7 @@ void write_search_csv(std::ostream& out, const SearchResult& result) {
   for (std::size_t k = 0; k < result.ranked.size(); ++k) rank_of[result.ranked[k]] = k + 1;
   for (const Candidate& c : result.candidates) {
     const CandidateResult& r = result.results[c.index];
-    out << format("%zu,%s,%s,%d,%d,%d,%d,%lld,%lld,%s,%.9g,%s,%.9g,%d", c.index, c.plan.name.c_str(),
+    out << printf_string("%zu,%s,%s,%d,%d,%d,%d,%lld,%lld,%s,%.9g,%s,%.9g,%d", c.index, c.plan.name.c_str(),
                   workloads::to_string(c.plan.system).c_str(), c.factors.parameters, c.factors.gradients,
                   c.factors.optimizer, c.plan.secondary_parameter_group,
                   static_cast<long long>(c.training.micro_batch_size), static_cast<long long>(c.accumulation),
@@ -108,14 +103,14 @@ void write_search_csv(std::ostream& out, const SearchResult& result) {
                   std::string(topology::to_string(c.placement->policy)).c_str(), r.memory.total(), r.fits ? 1 : 0);
     if (r.estimate) {
       const StepEstimate& e = *r.estimate;
-      out << format(",%.9g,%.9g,%.9g,%.9g,%d", e.step_seconds, e.peak_memory_bytes, e.exposed_communication_seconds,
+      out << printf_string(",%.9g,%.9g,%.9g,%.9g,%d", e.step_seconds, e.peak_memory_bytes, e.exposed_communication_seconds,
                     e.spine_bytes, e.out_of_memory ? 1 : 0);
     } else {
       out << ",,,,,";
     }
     if (r.simulation) {
       const SimulatedStep& s = *r.simulation;
-      out << format(",1,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d", s.step_seconds, s.mfu,
+      out << printf_string(",1,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d", s.step_seconds, s.mfu,
                     s.tokens_per_gpu_per_second, s.peak_memory_bytes, s.compute_seconds, s.exposed_communication_seconds,
                     s.idle_seconds, s.waiting_seconds, s.spine_bytes, s.out_of_memory ? 1 : 0);
     } else {
@@ -240,31 +235,33 @@ void write_search_hdf5(const std::string& path, const SearchHeading& heading, co
   });
 }
 
+nlohmann::json simulated_plan_to_json(const Candidate& c, const SimulatedStep& s) {
+  return {{"plan", c.plan.name},
+          {"system", workloads::to_string(c.plan.system)},
+          {"factors", {{"parameters", c.factors.parameters}, {"gradients", c.factors.gradients},
+                       {"optimizer", c.factors.optimizer}}},
+          {"secondary_parameter_group", c.plan.secondary_parameter_group},
+          {"micro_batch_size", c.training.micro_batch_size},
+          {"micro_batches", c.accumulation},
+          {"recompute", workloads::to_string(c.training.recompute)},
+          {"bucket_bytes", c.plan.buckets.reduce_bytes},
+          {"placement", topology::to_string(c.placement->policy)},
+          {"step_seconds", s.step_seconds},
+          {"mfu", s.mfu},
+          {"tokens_per_gpu_per_second", s.tokens_per_gpu_per_second},
+          {"peak_memory_bytes", s.peak_memory_bytes},
+          {"exposed_communication_seconds", s.exposed_communication_seconds},
+          {"spine_bytes", s.spine_bytes}};
+}
+
 nlohmann::json search_to_json(const SearchHeading& heading, const SearchResult& result, std::size_t top) {
   nlohmann::json ranked = nlohmann::json::array();
   for (std::size_t k = 0; k < std::min(top, result.ranked.size()); ++k) {
     const std::size_t i = result.ranked[k];
-    const Candidate& c = result.candidates[i];
-    const SimulatedStep& s = *result.results[i].simulation;
-    ranked.push_back({{"rank", k + 1},
-                      {"index", c.index},
-                      {"plan", c.plan.name},
-                      {"system", workloads::to_string(c.plan.system)},
-                      {"factors", {{"parameters", c.factors.parameters}, {"gradients", c.factors.gradients},
-                                   {"optimizer", c.factors.optimizer}}},
-                      {"secondary_parameter_group", c.plan.secondary_parameter_group},
-                      {"micro_batch_size", c.training.micro_batch_size},
-                      {"micro_batches", c.accumulation},
-                      {"recompute", workloads::to_string(c.training.recompute)},
-                      {"bucket_bytes", c.plan.buckets.reduce_bytes},
-                      {"placement", topology::to_string(c.placement->policy)},
-                      {"step_seconds", s.step_seconds},
-                      {"mfu", s.mfu},
-                      {"tokens_per_gpu_per_second", s.tokens_per_gpu_per_second},
-                      {"peak_memory_bytes", s.peak_memory_bytes},
-                      {"exposed_communication_seconds", s.exposed_communication_seconds},
-                      {"spine_bytes", s.spine_bytes},
-                      {"estimate_step_seconds", result.results[i].estimate->step_seconds}});
+    nlohmann::json row = {{"rank", k + 1}, {"index", result.candidates[i].index}};
+    row.update(simulated_plan_to_json(result.candidates[i], *result.results[i].simulation));
+    row["estimate_step_seconds"] = result.results[i].estimate->step_seconds;
+    ranked.push_back(std::move(row));
   }
   nlohmann::json pareto = nlohmann::json::array();
   for (std::size_t i : result.pareto) {

@@ -28,6 +28,8 @@ void print_search_table(std::ostream& out, const SearchHeading& heading, const S
 void print_rejections(std::ostream& out, const SearchResult& result, double memory_limit_bytes);
 void write_search_csv(std::ostream& out, const SearchResult& result);
 void write_search_hdf5(const std::string& path, const SearchHeading& heading, const SearchResult& result);
+// One simulated plan: what it chose and how its step went.
+nlohmann::json simulated_plan_to_json(const Candidate& candidate, const SimulatedStep& step);
 nlohmann::json search_to_json(const SearchHeading& heading, const SearchResult& result, std::size_t top);
 
 }  // namespace shardsim::sim

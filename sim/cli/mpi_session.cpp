@@ -1,0 +1,27 @@
+#include "sim/cli/mpi_session.h"
+
+#include "topology/json_input.h"
+
+#include <iostream>
+
+namespace shardsim::cli {
+
+int run_across_processes(const char* command, const std::function<int(int rank, int size)>& work) {
+  if (!launched_by_mpi()) return work(0, 1);
+  MpiSession mpi;
+  try {
+    return work(mpi.rank(), mpi.size());
+  } catch (const InputError&) {
+    if (mpi.rank() != 0) return 2;
+    throw;
+  } catch (const std::invalid_argument&) {
+    if (mpi.rank() != 0) return 2;
+    throw;
+  } catch (const std::exception& e) {
+    std::cerr << command << ": internal error on process " << mpi.rank() << ": " << e.what() << "\n";
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,28 @@
+#include "sim/step/training_time.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace shardsim::sim {
+
+namespace {
+
+constexpr double kSecondsPerHour = 3600;
+
+}  // namespace
+
+std::int64_t steps_for_tokens(double tokens, std::int64_t tokens_per_step) {
+  if (!(tokens > 0) || !std::isfinite(tokens)) throw std::invalid_argument("the token budget must be positive");
+  if (tokens_per_step <= 0) throw std::invalid_argument("a step must train on at least one token");
+  return static_cast<std::int64_t>(std::ceil(tokens / static_cast<double>(tokens_per_step)));
+}
+
+TrainingTime training_time(double tokens, std::int64_t tokens_per_step, double step_seconds, int gpus) {
+  TrainingTime time;
+  time.steps = steps_for_tokens(tokens, tokens_per_step);
+  time.seconds = static_cast<double>(time.steps) * step_seconds;
+  time.gpu_hours = gpus * time.seconds / kSecondsPerHour;
+  return time;
+}
+
+}  // namespace shardsim::sim

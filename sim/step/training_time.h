@@ -1,0 +1,23 @@
+// What training on a token budget costs at a simulated step: whole steps of
+// the global batch, their wall time, and the GPU-hours they hold. At the
+// simulated step rate: failures, restarts, checkpoints and evaluation are
+// not in it.
+#pragma once
+
+#include <cstdint>
+
+namespace shardsim::sim {
+
+struct TrainingTime {
+  std::int64_t steps = 0;
+  double seconds = 0;
+  double gpu_hours = 0;
+};
+
+// Optimizer steps that see at least `tokens` at `tokens_per_step` each;
+// std::invalid_argument unless both are positive and finite.
+std::int64_t steps_for_tokens(double tokens, std::int64_t tokens_per_step);
+
+TrainingTime training_time(double tokens, std::int64_t tokens_per_step, double step_seconds, int gpus);
+
+}  // namespace shardsim::sim

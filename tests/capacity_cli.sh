@@ -1,0 +1,95 @@
+#!/bin/sh
+# shardsim capacity as a capacity planner runs it, on a 2-node cluster and a
+# small batch: the table answers with days and GPU-hours per count, the CSV
+# and JSON hold the same rows, `mpirun --oversubscribe -np 2` prints the same
+# bytes; a limit nothing fits in exits 1; bad budgets, deadlines and GPU
+# counts exit 2 naming the option, and leave no CSV behind. `shardsim run
+# --tokens` prices one plan's step the same way.
+set -eu
+bin=$1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cd "$out"
+# 128 sequences of 4096 tokens a step: 524288 tokens.
+cat > batch.json <<'JSON'
+{"sequence_length": 4096, "micro_batch_size": 1, "global_batch": {"sequences": 128}, "precision": "bf16",
+ "fp8_gemms": false, "recompute": "none", "flash_attention": true}
+JSON
+capacity="$bin/shardsim capacity --cluster dgx-a100-2node --model llama-7b --training batch.json"
+small="--micro-batch-sizes 1,2 --recompute none --buckets 1e9 --simulate 2"
+
+$capacity --tokens 2B --deadline-days 2 $small --csv serial.csv > serial.txt
+cat serial.txt
+grep -q "^# shardsim capacity: llama-7b" serial.txt
+# ceil(2e9 / 524288) = 3815 steps.
+grep -q "^# 2 B tokens: 3815 steps of 524288 tokens" serial.txt
+grep -q "^     8 " serial.txt
+grep -q "^    16 " serial.txt
+grep -q "^# fewest GPUs within 2 days: " serial.txt
+grep -q "^# fewest GPU-hours: " serial.txt
+grep -q "^# fastest: " serial.txt
+test "$(head -1 serial.csv | cut -d, -f1-2)" = "gpus,plan"
+test "$(wc -l < serial.csv)" = 3
+# days = steps x step time, GPU-hours = GPUs x that: checked on the CSV's rows.
+python3 - serial.csv <<'PY'
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [int(r["gpus"]) for r in rows] == [8, 16], rows
+for r in rows:
+    step = float(r["step_seconds"])
+    assert math.isclose(float(r["training_seconds"]), 3815 * step, rel_tol=1e-8), r
+    assert math.isclose(float(r["gpu_hours"]), int(r["gpus"]) * 3815 * step / 3600, rel_tol=1e-8), r
+assert float(rows[0]["scaling_efficiency"]) == 1.0
+PY
+
+timeout 300 mpirun --oversubscribe -np 2 $capacity --tokens 2B --deadline-days 2 $small --csv mpi.csv > mpi.txt
+cmp serial.txt mpi.txt
+cmp serial.csv mpi.csv
+
+$capacity --tokens 2B $small --json > plan.json
+python3 - plan.json <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+assert plan["steps"] == 3815 and plan["tokens_per_step"] == 524288, plan
+assert [r["gpus"] for r in plan["rows"]] == [8, 16]
+assert plan["deadline_seconds"] is None and plan["fewest_gpus_in_time"] is None
+assert plan["fastest"] in (8, 16) and plan["rows"][0]["best"]["plan"]
+PY
+
+# One plan priced on the budget: shardsim run --tokens.
+run="$bin/shardsim run --cluster dgx-a100-2node --model llama-7b --training batch.json --plan zero3 --gpus 16"
+$run --tokens 2B --json > run.json
+python3 - run.json <<'PY'
+import json, math, sys
+run = json.load(open(sys.argv[1]))
+budget = run["training_budget"]
+assert budget["steps"] == 3815 and budget["tokens"] == 2e9, budget
+assert math.isclose(budget["seconds"], 3815 * run["step_seconds"], rel_tol=1e-12), budget
+assert math.isclose(budget["gpu_hours"], 16 * budget["seconds"] / 3600, rel_tol=1e-12), budget
+PY
+$run --tokens 2B | grep -q "^training on 2B tokens .* days, 3815 steps"
+code=0
+$run --tokens 2X > bad.txt 2> bad.err || code=$?
+test "$code" = 2
+grep -q "\-\-tokens: '2X'" bad.err
+
+code=0
+$capacity --tokens 2B $small --mem-limit 1GiB --csv none.csv > none.txt || code=$?
+test "$code" = 1
+grep -q "no plan fits in 1.0 GiB" none.txt
+test -s none.csv
+
+for bad in "--tokens abc" "--tokens 0" "--tokens 5Q" "--tokens 2B --gpus 12" "--tokens 2B --gpus 32" \
+           "--tokens 2B --gpus 8,,16" "--tokens 2B --deadline-days -1" "--deadline-days 3"; do
+  code=0
+  # shellcheck disable=SC2086
+  $capacity $bad $small --csv bad.csv > bad.txt 2> bad.err || code=$?
+  echo "$bad -> $code: $(cat bad.err)"
+  test "$code" = 2
+  test -s bad.err
+  test ! -e bad.csv
+done
+$capacity --tokens 2B --gpus 12 $small 2>&1 | grep -q "12 GPUs"
+$capacity --tokens abc $small 2>&1 | grep -q "\-\-tokens: 'abc' is not a token count"
+echo "capacity CLI: answers, CSV and JSON agree; serial and MPI identical; exit codes 1 and 2 as documented"
