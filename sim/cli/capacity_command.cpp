@@ -17,7 +17,6 @@
 #include "workloads/step_compiler.h"
 
 #include <CLI/CLI.hpp>
-#include <mpi.h>
 
 #include <cmath>
 #include <iostream>
@@ -79,14 +78,7 @@ int capacity(const CapacityOptions& options, int rank, int processes) {
   }
 
   sim::PlanSearch planner(cluster, router, profile);
-  sim::WorkShare share;
-  share.rank = rank;
-  share.size = processes;
-  if (processes > 1) {
-    share.sum = [](std::vector<double>& values) {
-      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    };
-  }
+  const sim::WorkShare share = mpi_work_share(rank, processes);
   SearchProgressBar progress;
   sim::CapacityPlan plan;
   try {

@@ -1,5 +1,6 @@
 #include "sim/cli/mpi_session.h"
 
+#include "sim/search/plan_search.h"
 #include "topology/json_input.h"
 
 #include <iostream>
@@ -22,6 +23,18 @@ int run_across_processes(const char* command, const std::function<int(int rank, 
     MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
   }
+}
+
+sim::WorkShare mpi_work_share(int rank, int processes) {
+  sim::WorkShare share;
+  share.rank = rank;
+  share.size = processes;
+  if (processes > 1) {
+    share.sum = [](std::vector<double>& values) {
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    };
+  }
+  return share;
 }
 
 }  // namespace shardsim::cli

@@ -8,6 +8,10 @@
 #include <functional>
 #include <stdexcept>
 
+namespace shardsim::sim {
+struct WorkShare;  // sim/search/plan_search.h
+}
+
 namespace shardsim::cli {
 
 class MpiSession {
@@ -48,5 +52,9 @@ inline bool launched_by_mpi() {
 // since one process failing alone would leave the others waiting in a
 // collective. `command` names the command in that message.
 int run_across_processes(const char* command, const std::function<int(int rank, int size)>& work);
+
+// Process `rank` of `processes` in a search's work (sim/search/plan_search.h),
+// its numbers summed over MPI_COMM_WORLD; alone, nothing to sum.
+sim::WorkShare mpi_work_share(int rank, int processes);
 
 }  // namespace shardsim::cli

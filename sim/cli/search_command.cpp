@@ -18,7 +18,6 @@
 #include "workloads/step_compiler.h"
 
 #include <CLI/CLI.hpp>
-#include <mpi.h>
 
 #include <iostream>
 #include <memory>
@@ -74,14 +73,7 @@ int search(const SearchOptions& options, int rank, int processes) {
   const topology::Router router(cluster);
   sim::PlanSearch planner(cluster, router, profile);
 
-  sim::WorkShare share;
-  share.rank = rank;
-  share.size = processes;
-  if (processes > 1) {
-    share.sum = [](std::vector<double>& values) {
-      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    };
-  }
+  const sim::WorkShare share = mpi_work_share(rank, processes);
   try {
     topology::place_ranks(cluster, gpus, topology::PlacementPolicy::consecutive);
   } catch (const std::invalid_argument& e) {
