@@ -7,16 +7,14 @@
 # --tokens` prices one plan's step the same way.
 set -eu
 bin=$1
+data=$(cd "$(dirname "$0")" && pwd)/data
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$out"
 # 128 sequences of 4096 tokens a step: 524288 tokens.
-cat > batch.json <<'JSON'
-{"sequence_length": 4096, "micro_batch_size": 1, "global_batch": {"sequences": 128}, "precision": "bf16",
- "fp8_gemms": false, "recompute": "none", "flash_attention": true}
-JSON
-capacity="$bin/shardsim capacity --cluster dgx-a100-2node --model llama-7b --training batch.json"
+batch=$data/training/seq4096-128-sequences.json
+capacity="$bin/shardsim capacity --cluster dgx-a100-2node --model llama-7b --training $batch"
 small="--micro-batch-sizes 1,2 --recompute none --buckets 1e9 --simulate 2"
 
 $capacity --tokens 2B --deadline-days 2 $small --csv serial.csv > serial.txt
@@ -58,7 +56,7 @@ assert plan["fastest"] in (8, 16) and plan["rows"][0]["best"]["plan"]
 PY
 
 # One plan priced on the budget: shardsim run --tokens.
-run="$bin/shardsim run --cluster dgx-a100-2node --model llama-7b --training batch.json --plan zero3 --gpus 16"
+run="$bin/shardsim run --cluster dgx-a100-2node --model llama-7b --training $batch --plan zero3 --gpus 16"
 $run --tokens 2B --json > run.json
 python3 - run.json <<'PY'
 import json, math, sys

@@ -7,16 +7,14 @@
 # and exits 1; GPU counts the cluster cannot hold exit 2 with the reason.
 set -eu
 bin=$1
+data=$(cd "$(dirname "$0")" && pwd)/data
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$out"
 # 128 sequences of 4096 tokens: 8 micro-batches per GPU without a pipeline.
-cat > batch.json <<'JSON'
-{"sequence_length": 4096, "micro_batch_size": 1, "global_batch": {"sequences": 128}, "precision": "bf16",
- "fp8_gemms": false, "recompute": "none", "flash_attention": true}
-JSON
-search="$bin/shardsim search --cluster dgx-a100-2node --model llama-7b --training batch.json"
+batch=$data/training/seq4096-128-sequences.json
+search="$bin/shardsim search --cluster dgx-a100-2node --model llama-7b --training $batch"
 small="--micro-batch-sizes 1,2 --recompute none,full --buckets 1e9 --simulate 4"
 
 $search --gpus 16 $small --csv serial.csv --h5 serial.h5 --explain 1 > serial.txt
