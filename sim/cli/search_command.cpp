@@ -23,7 +23,6 @@
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 
 namespace shardsim::cli {
