@@ -41,6 +41,10 @@ for r in rows:
 assert float(rows[0]["scaling_efficiency"]) == 1.0
 PY
 
+# A deadline no count meets: the fastest is named.
+$capacity --tokens 2B --deadline-days 0.01 $small > late.txt
+grep -q "^# no GPU count tried finishes within 0.01 days: the fastest, 16 GPUs, takes 0.27 days" late.txt
+
 timeout 300 mpirun --oversubscribe -np 2 $capacity --tokens 2B --deadline-days 2 $small --csv mpi.csv > mpi.txt
 cmp serial.txt mpi.txt
 cmp serial.csv mpi.csv

@@ -65,7 +65,10 @@ void print_capacity_table(std::ostream& out, const CapacityHeading& heading, con
     if (plan.fewest_in_time) {
       out << printf_string("# fewest GPUs within %g days: %s\n", days, row_summary(plan.rows[*plan.fewest_in_time]).c_str());
     } else {
-      out << printf_string("# no GPU count tried finishes within %g days\n", days);
+      const CapacityRow& fastest = plan.rows[*plan.fastest];
+      out << printf_string("# no GPU count tried finishes within %g days: the fastest, %d GPUs, takes %.2f days; try more "
+                           "GPUs with --gpus\n",
+                           days, fastest.gpus, fastest.training_seconds / kSecondsPerDay);
     }
   }
   out << printf_string("# fewest GPU-hours: %s\n", row_summary(plan.rows[*plan.cheapest]).c_str());
