@@ -44,10 +44,17 @@ void print_capacity_table(std::ostream& out, const CapacityHeading& heading, con
   for (std::size_t i = 0; i < plan.rows.size(); ++i) {
     const CapacityRow& row = plan.rows[i];
     if (!row.best) {
-      const std::string why = !row.no_plan_reason.empty()
-                                  ? "no plan: " + row.no_plan_reason
-                                  : printf_string("no plan fits in %.1f GiB: the smallest needs %.1f GiB (memory model)",
-                                                  heading.memory_limit_bytes / kGiB, row.smallest_memory_bytes / kGiB);
+      const double limit = heading.memory_limit_bytes;
+      std::string why;
+      if (!row.no_plan_reason.empty()) {
+        why = "no plan: " + row.no_plan_reason;
+      } else if (row.smallest_memory_bytes > limit) {
+        why = printf_string("no plan fits in %.1f GiB: the smallest needs %.1f GiB (memory model)", limit / kGiB,
+                            row.smallest_memory_bytes / kGiB);
+      } else {
+        // The memory model let some in, but their steps peaked above the limit.
+        why = printf_string("no plan fits in %.1f GiB through a whole step", limit / kGiB);
+      }
       out << printf_string("%6d  %s\n", row.gpus, why.c_str());
       continue;
     }
