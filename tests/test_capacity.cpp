@@ -33,7 +33,7 @@ TEST_CASE("each count's row is the search's fastest plan, priced on the budget",
   tiny.request.simulate_pareto_front = false;
   sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
   const double tokens = 3e9;
-  const sim::CapacityPlan plan = sim::plan_capacity(search, *tiny.cluster, tiny.request, {16, 8}, {tokens, {}});
+  const sim::CapacityPlan plan = sim::plan_capacity(search, tiny.request, {16, 8}, {tokens, {}});
 
   // 64 sequences of 1024 tokens a step: ceil(3e9 / 65536) = 45777 steps.
   const std::int64_t tokens_per_step = tiny.request.training.global_batch_tokens();
@@ -84,13 +84,13 @@ TEST_CASE("the fewest GPUs in time is the smallest count that finishes by the de
   tiny.request.simulate_pareto_front = false;
   sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
   const double tokens = 1e9;
-  const sim::CapacityPlan open = sim::plan_capacity(search, *tiny.cluster, tiny.request, {8, 16}, {tokens, {}});
+  const sim::CapacityPlan open = sim::plan_capacity(search, tiny.request, {8, 16}, {tokens, {}});
   REQUIRE(open.rows.size() == 2);
   const double on_8 = open.rows[0].training_seconds, on_16 = open.rows[1].training_seconds;
   REQUIRE(on_16 < on_8);  // 16 GPUs train the fixed batch faster
 
   const auto fewest = [&](double deadline) {
-    return sim::plan_capacity(search, *tiny.cluster, tiny.request, {8, 16}, {tokens, deadline}).fewest_in_time;
+    return sim::plan_capacity(search, tiny.request, {8, 16}, {tokens, deadline}).fewest_in_time;
   };
   CHECK(fewest(on_8) == std::optional<std::size_t>(0));          // exactly on time counts
   CHECK(fewest((on_8 + on_16) / 2) == std::optional<std::size_t>(1));
@@ -101,7 +101,7 @@ TEST_CASE("the fewest GPUs in time is the smallest count that finishes by the de
 TEST_CASE("counts without a plan say why, and counts the cluster cannot hold are refused", "[capacity]") {
   TinySearch starved(1e6);  // 1 MB a GPU: nothing fits
   sim::PlanSearch none(*starved.cluster, *starved.router, starved.profile);
-  const sim::CapacityPlan empty = sim::plan_capacity(none, *starved.cluster, starved.request, {16}, {1e9, {}});
+  const sim::CapacityPlan empty = sim::plan_capacity(none, starved.request, {16}, {1e9, {}});
   REQUIRE(empty.rows.size() == 1);
   CHECK_FALSE(empty.rows[0].best.has_value());
   CHECK_FALSE(empty.fastest.has_value());
@@ -120,12 +120,12 @@ TEST_CASE("counts without a plan say why, and counts the cluster cannot hold are
   TinySearch odd;
   odd.request.space.micro_batch_sizes = {3};
   sim::PlanSearch search(*odd.cluster, *odd.router, odd.profile);
-  const sim::CapacityPlan split = sim::plan_capacity(search, *odd.cluster, odd.request, {16}, {1e9, {}});
+  const sim::CapacityPlan split = sim::plan_capacity(search, odd.request, {16}, {1e9, {}});
   CHECK(split.rows[0].no_plan_reason.find("micro-batches") != std::string::npos);
 
   const auto refusal = [&](int gpus) {
     try {
-      sim::plan_capacity(search, *odd.cluster, odd.request, {8, gpus}, {1e9, {}});
+      sim::plan_capacity(search, odd.request, {8, gpus}, {1e9, {}});
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }

@@ -27,8 +27,6 @@ namespace shardsim::cli {
 
 namespace {
 
-constexpr double kSecondsPerDay = 86400;
-
 struct CapacityOptions {
   std::string cluster = "dgx-a100-1024";
   std::string model = "llama-7b";
@@ -56,7 +54,7 @@ int capacity(const CapacityOptions& options, int rank, int processes) {
       throw std::invalid_argument("--deadline-days: must be a positive number of days, got " +
                                   sim::printf_string("%g", *options.deadline_days));
     }
-    budget.deadline_seconds = *options.deadline_days * kSecondsPerDay;
+    budget.deadline_seconds = *options.deadline_days * sim::kSecondsPerDay;
   }
   sim::SearchRequest request;
   request.model = workloads::load_model(options.model);
@@ -82,7 +80,7 @@ int capacity(const CapacityOptions& options, int rank, int processes) {
   SearchProgressBar progress;
   sim::CapacityPlan plan;
   try {
-    plan = sim::plan_capacity(planner, cluster, request, counts, budget, share, rank == 0 ? &progress : nullptr);
+    plan = sim::plan_capacity(planner, request, counts, budget, share, rank == 0 ? &progress : nullptr);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--gpus: ") + e.what());
   }

@@ -131,7 +131,7 @@ int run_step(const RunOptions& options) {
     if (training) {
       std::printf("%-30s %12.2f days, %lld steps, %.0f GPU-hours (at this step time: no failures, restarts, "
                   "checkpoints or evaluation)\n",
-                  ("training on " + options.tokens + " tokens").c_str(), training->seconds / 86400,
+                  ("training on " + options.tokens + " tokens").c_str(), training->seconds / sim::kSecondsPerDay,
                   static_cast<long long>(training->steps), training->gpu_hours);
     }
   }

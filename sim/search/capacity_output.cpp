@@ -8,7 +8,6 @@ namespace shardsim::sim {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kSecondsPerDay = 86400;
 
 // "1 T", "300 B", "2.5 M": token counts as people say them.
 std::string tokens_label(double tokens) {

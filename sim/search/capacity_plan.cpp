@@ -42,14 +42,13 @@ double CapacityPlan::scaling_efficiency(std::size_t row) const {
   return rows[row].step.tokens_per_gpu_per_second / first->step.tokens_per_gpu_per_second;
 }
 
-CapacityPlan plan_capacity(PlanSearch& search, const topology::Cluster& cluster, SearchRequest request,
-                           std::vector<int> gpu_counts, const TrainingBudget& budget, const WorkShare& share,
+CapacityPlan plan_capacity(PlanSearch& search, SearchRequest request, std::vector<int> gpu_counts, const TrainingBudget& budget, const WorkShare& share,
                            SearchProgress* progress) {
   if (gpu_counts.empty()) throw std::invalid_argument("no GPU counts to plan for");
   std::sort(gpu_counts.begin(), gpu_counts.end());
   gpu_counts.erase(std::unique(gpu_counts.begin(), gpu_counts.end()), gpu_counts.end());
   // Refused before any search runs; the reason names the count.
-  for (int gpus : gpu_counts) topology::place_ranks(cluster, gpus, topology::PlacementPolicy::consecutive);
+  for (int gpus : gpu_counts) topology::place_ranks(search.cluster(), gpus, topology::PlacementPolicy::consecutive);
   if (budget.deadline_seconds && !(*budget.deadline_seconds > 0)) {
     throw std::invalid_argument("the deadline must be a positive time");
   }

@@ -53,10 +53,9 @@ struct CapacityPlan {
 
 // Runs `search` over every count of `gpu_counts` with `request`'s model,
 // training and space (request.gpus is ignored). Each count must be a job the
-// cluster can hold (std::invalid_argument naming it otherwise); a count whose
+// search's cluster can hold (std::invalid_argument naming it otherwise); a count whose
 // batch leaves no plan at all gets a row saying why.
-CapacityPlan plan_capacity(PlanSearch& search, const topology::Cluster& cluster, SearchRequest request,
-                           std::vector<int> gpu_counts, const TrainingBudget& budget, const WorkShare& share = {},
+CapacityPlan plan_capacity(PlanSearch& search, SearchRequest request, std::vector<int> gpu_counts, const TrainingBudget& budget, const WorkShare& share = {},
                            SearchProgress* progress = nullptr);
 
 // One node's GPUs, doubling, up to the whole cluster (always included).

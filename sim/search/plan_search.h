@@ -109,6 +109,7 @@ class PlanSearch {
   PlanSearch(const topology::Cluster& cluster, const topology::Router& router, const calib::Profile& profile);
 
   SearchResult run(const SearchRequest& request, const WorkShare& share = {}, SearchProgress* progress = nullptr);
+  const topology::Cluster& cluster() const { return cluster_; }
 
   // The pieces, for --explain and for tests.
   workloads::Program compile(const SearchRequest& request, const Candidate& candidate) const;

@@ -8,6 +8,9 @@
 
 namespace shardsim::sim {
 
+// Training times are told in days; a deadline is given in them.
+inline constexpr double kSecondsPerDay = 86400;
+
 struct TrainingTime {
   std::int64_t steps = 0;
   double seconds = 0;
