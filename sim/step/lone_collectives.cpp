@@ -104,21 +104,21 @@ LoneCollectives::LoneCollectives(const workloads::Program& program, const topolo
   }
 }
 
-TimePs LoneCollectives::duration(const std::shared_ptr<const TransferPlan>& plan, double bytes) {
+LoneCollectives::Alone& LoneCollectives::alone(const std::shared_ptr<const TransferPlan>& plan, double bytes) {
   auto [it, added] = alone_.try_emplace({plan.get(), bytes});
-  Alone& alone = it->second;
+  Alone& call = it->second;
   if (added) {
-    alone.plan = plan;
-    alone.duration = simulate_collective(cluster_, profile_, plan, bytes).duration;
+    call.plan = plan;
+    call.bytes = bytes;
+    call.duration = simulate_collective(cluster_, profile_, plan, bytes).duration;
   }
-  ++alone.calls;
-  return alone.duration;
+  return call;
 }
 
 void LoneCollectives::add_link_bytes(std::vector<double>& link_bytes) const {
-  for (const auto& [key, alone] : alone_) {
-    const double bytes = key.second * static_cast<double>(alone.calls);
-    for (const Phase& phase : alone.plan->phases) {
+  for (const auto& [key, call] : alone_) {
+    const double bytes = call.bytes * static_cast<double>(call.calls);
+    for (const Phase& phase : call.plan->phases) {
       for (const Transfer& transfer : phase.transfers) {
         for (const LinkUse& use : transfer.links) {
           link_bytes[static_cast<std::size_t>(use.link)] += use.weight * transfer.bytes_per_hop * bytes;

@@ -48,21 +48,29 @@ class LoneCollectives {
     return lone_[static_cast<std::size_t>(communicator)][static_cast<std::size_t>(group)] != 0;
   }
 
-  // The call's time alone on the flow network, from its issue to its last
-  // byte: launch latency, phases and all. Counts the call for link_bytes().
-  TimePs duration(const std::shared_ptr<const TransferPlan>& plan, double bytes);
+  // One (plan, size) of call, simulated alone once. The reference stays
+  // valid for the object's life: a caller that repeats the call keeps it.
+  struct Alone {
+    std::shared_ptr<const TransferPlan> plan;
+    double bytes = 0;
+    TimePs duration = 0;  // from the call's issue to its last byte: launch latency, phases and all
+    std::uint64_t calls = 0;
+  };
+  Alone& alone(const std::shared_ptr<const TransferPlan>& plan, double bytes);
+
+  // The call's time alone on the flow network; counts the call for
+  // add_link_bytes().
+  TimePs duration(Alone& call) {
+    ++call.calls;
+    return call.duration;
+  }
+  TimePs duration(const std::shared_ptr<const TransferPlan>& plan, double bytes) { return duration(alone(plan, bytes)); }
 
   // What the calls counted by duration() put on each link, added to
   // `link_bytes` (by LinkId).
   void add_link_bytes(std::vector<double>& link_bytes) const;
 
  private:
-  struct Alone {
-    std::shared_ptr<const TransferPlan> plan;
-    TimePs duration = 0;
-    std::uint64_t calls = 0;
-  };
-
   const topology::Cluster& cluster_;
   const calib::Profile& profile_;
   std::vector<std::vector<char>> lone_;  // [communicator][group]

@@ -2,6 +2,10 @@
 
 #include "sim/step/kernel_time.h"
 
+#include <limits>
+#include <stdexcept>
+#include <string>
+
 namespace shardsim::sim {
 
 ProgramIndex::ProgramIndex(const workloads::RankProgram& program, std::size_t streams, const calib::Profile& profile) {
@@ -12,6 +16,11 @@ ProgramIndex::ProgramIndex(const workloads::RankProgram& program, std::size_t st
   std::vector<std::uint32_t> count(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const workloads::Op& op = program.ops[i];
+    if (op.deps.size() > std::numeric_limits<std::uint16_t>::max()) {
+      // The simulator counts each op's unfinished dependencies in 16 bits.
+      throw std::invalid_argument("op " + op.name + " has " + std::to_string(op.deps.size()) +
+                                  " dependencies; at most 65535 are supported");
+    }
     heads[i] = {op.kind, static_cast<std::uint16_t>(op.stream)};
     if (op.kind == workloads::OpKind::compute) kernel_duration[i] = picoseconds_from_seconds(kernel_seconds(op, profile));
     stream_ops[static_cast<std::size_t>(op.stream)].push_back(static_cast<std::uint32_t>(i));

@@ -46,11 +46,12 @@ struct StreamCursor {
 
 struct RankState {
   int program = 0;
-  std::vector<std::uint32_t> pending;  // unfinished dependencies per op
+  std::vector<std::uint16_t> pending;  // unfinished dependencies per op (ProgramIndex bounds them)
   std::vector<std::uint32_t> calls;  // collective calls made, per communicator
   MemoryBytes memory{};
   double memory_total = 0;
   int collectives_moving = 0;
+  bool speed_unsettled = false;  // listed in StepSimulation::unsettled_
   std::vector<RunningKernels> running;  // per stream
 };
 
@@ -110,6 +111,7 @@ struct CallChoice {
   CollectiveChoices::Group* group = nullptr;
   double bytes = -1;
   const AlgorithmCandidate* choice = nullptr;
+  LoneCollectives::Alone* lone = nullptr;  // a lone group's call of this size, once it has been made
 };
 
 class StepSimulation {
@@ -147,6 +149,7 @@ class StepSimulation {
   double call_seconds(const CollectiveChoices::Group& group, const AlgorithmCandidate& choice,
                       const Instance& instance) const;
   void set_moving(int rank, int delta);
+  void settle_speeds();
   void start_moving(int rank, std::uint32_t op) {
     if (OpTiming* t = timing(rank, op)) t->moving = engine_.now();
     set_moving(rank, +1);
@@ -198,6 +201,7 @@ class StepSimulation {
   PlayedRanks played_;
   std::map<std::pair<int, int>, GroupKinds> group_kinds_;  // mirror mode, by (communicator, op list)
   std::vector<std::pair<int, int>> ready_;  // (rank, stream) to look at
+  std::vector<int> unsettled_;  // ranks whose moving count crossed zero since the last settle_speeds()
   StepTimeline timeline_;
   bool stopped_ = false;
   TimePs last_end_ = 0;
@@ -244,7 +248,7 @@ StepTimeline StepSimulation::run() {
     const RankProgram& rank_program = program_.program_of(rank);
     state.pending.resize(rank_program.ops.size());
     for (std::size_t i = 0; i < rank_program.ops.size(); ++i) {
-      state.pending[i] = static_cast<std::uint32_t>(rank_program.ops[i].deps.size());
+      state.pending[i] = static_cast<std::uint16_t>(rank_program.ops[i].deps.size());
     }
     state.calls.assign(program_.communicators.size(), 0);
     state.running.resize(streams);
@@ -312,11 +316,12 @@ void StepSimulation::drain() {
     ready_.pop_back();
     try_stream(rank, stream);
   }
+  settle_speeds();
 }
 
 void StepSimulation::try_stream(int rank, int stream) {
   StreamCursor& at = cursor(rank, stream);
-  const std::uint32_t* pending = ranks_[static_cast<std::size_t>(rank)].pending.data();
+  const std::uint16_t* pending = ranks_[static_cast<std::size_t>(rank)].pending.data();
   while (!stopped_ && !at.busy && at.head < at.size) {
     const std::uint32_t op = at.order[at.head];
     if (pending[op] > 0) return;
@@ -327,10 +332,11 @@ void StepSimulation::try_stream(int rank, int stream) {
 
 void StepSimulation::start(int rank, std::uint32_t index) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
-  const Op& op = op_of(rank, index);
+  const OpHead head = index_of(rank).heads[index];
   if (OpTiming* t = timing(rank, index)) t->start = engine_.now();
-  switch (op.kind) {
+  switch (head.kind) {
     case OpKind::memory: {
+      const Op& op = op_of(rank, index);
       const auto category = static_cast<std::size_t>(op.memory);
       state.memory[category] += op.bytes;
       state.memory_total += op.bytes;
@@ -345,17 +351,18 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       return;
     }
     case OpKind::compute: {
-      const auto stream = static_cast<std::size_t>(op.stream);
-      cursor(rank, op.stream).busy = true;
+      const int stream = head.stream;
+      StreamCursor& at = cursor(rank, stream);
+      at.busy = true;
       if (slowdown_ > 0) {
         const double speed = state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0;
-        const std::uint32_t first = cursor(rank, op.stream).head - 1;
-        const TimePs work = run_kernels(rank, op.stream, index, speed).second;
-        RunningKernels& kernels = state.running[stream];
+        const std::uint32_t first = at.head - 1;
+        const TimePs work = run_kernels(rank, stream, index, speed).second;
+        RunningKernels& kernels = state.running[static_cast<std::size_t>(stream)];
         kernels = {first, static_cast<double>(work), static_cast<double>(work), speed, engine_.now(), kNoEvent, true};
-        schedule_kernels(rank, op.stream, kernels);
+        schedule_kernels(rank, stream, kernels);
       } else {
-        const auto [last, work] = run_kernels(rank, op.stream, index, 1.0);
+        const auto [last, work] = run_kernels(rank, stream, index, 1.0);
         engine_.schedule_at(engine_.now() + work, [this, rank, last] {
           finish(rank, last);
           drain();
@@ -364,7 +371,7 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       return;
     }
     case OpKind::collective:
-      cursor(rank, op.stream).busy = true;
+      cursor(rank, head.stream).busy = true;
       arrive(rank, index);
       return;
   }
@@ -437,24 +444,38 @@ void StepSimulation::retime_kernels(int rank, int stream, const RunningKernels& 
   }
 }
 
+// The kernels' speed follows the count only once the instant's callback is
+// done (drain() ends every one): a collective that lands as the next starts,
+// as a ring's steps do, leaves the speed where it was, and the running
+// kernels keep their event instead of being rescheduled twice.
 void StepSimulation::set_moving(int rank, int delta) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const bool was = state.collectives_moving > 0;
   state.collectives_moving += delta;
   const bool is = state.collectives_moving > 0;
-  if (slowdown_ <= 0 || was == is) return;
-  const double speed = is ? 1 / (1 + slowdown_) : 1.0;
-  for (std::size_t s = 0; s < state.running.size(); ++s) {
-    RunningKernels& kernels = state.running[s];
-    if (!kernels.active) continue;
-    kernels.remaining_ps -= static_cast<double>(engine_.now() - kernels.since) * kernels.speed;
-    kernels.remaining_ps = std::max(kernels.remaining_ps, 0.0);
-    kernels.speed = speed;
-    kernels.since = engine_.now();
-    engine_.cancel(kernels.event);
-    retime_kernels(rank, static_cast<int>(s), kernels);
-    schedule_kernels(rank, static_cast<int>(s), kernels);
+  if (slowdown_ <= 0 || was == is || state.speed_unsettled) return;
+  state.speed_unsettled = true;
+  unsettled_.push_back(rank);
+}
+
+void StepSimulation::settle_speeds() {
+  for (const int rank : unsettled_) {
+    RankState& state = ranks_[static_cast<std::size_t>(rank)];
+    state.speed_unsettled = false;
+    const double speed = state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0;
+    for (std::size_t s = 0; s < state.running.size(); ++s) {
+      RunningKernels& kernels = state.running[s];
+      if (!kernels.active || kernels.speed == speed) continue;
+      kernels.remaining_ps -= static_cast<double>(engine_.now() - kernels.since) * kernels.speed;
+      kernels.remaining_ps = std::max(kernels.remaining_ps, 0.0);
+      kernels.speed = speed;
+      kernels.since = engine_.now();
+      engine_.cancel(kernels.event);
+      retime_kernels(rank, static_cast<int>(s), kernels);
+      schedule_kernels(rank, static_cast<int>(s), kernels);
+    }
   }
+  unsettled_.clear();
 }
 
 void StepSimulation::finish(int rank, std::uint32_t index) {
@@ -541,6 +562,7 @@ CallChoice& StepSimulation::choices(int communicator, int group, const Collectiv
   if (found->bytes != bytes) {
     found->bytes = bytes;
     found->choice = &found->group->choose(bytes);
+    found->lone = nullptr;
   }
   return *found;
 }
@@ -603,13 +625,13 @@ void StepSimulation::launch(int communicator, int group, std::uint64_t call) {
                            [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
-  auto plan = chosen.plan(choice);
   if (lone_ && lone_->lone(communicator, group)) {
-    engine_.schedule_after(lone_->duration(plan, instance.bytes),
+    if (call_choice.lone == nullptr) call_choice.lone = &lone_->alone(chosen.plan(choice), instance.bytes);
+    engine_.schedule_after(lone_->duration(*call_choice.lone),
                            [this, communicator, group, call] { land(communicator, group, call); });
     return;
   }
-  run_transfer_plan(engine_, *network_, std::move(plan), instance.bytes,
+  run_transfer_plan(engine_, *network_, chosen.plan(choice), instance.bytes,
                     [this, communicator, group, call] { land(communicator, group, call); });
 }
 
