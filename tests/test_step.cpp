@@ -661,6 +661,42 @@ TEST_CASE("interference slows a run of kernels from the instant a collective sta
   CHECK(slowed.step_time == slowed.ops[0][2].end);
 }
 
+TEST_CASE("compute stays slowed across a collective that lands as the next one starts", "[step][interference]") {
+  // Both ranks issue a second all-reduce right behind the first on their
+  // communication stream: data moves without a gap from 1.5 ms for twice
+  // the time one takes alone, and rank 0's kernels run at half speed
+  // (slowdown 1) through the whole stretch, not full speed at the instant
+  // between the two.
+  Program program = run_beside_late_collective();
+  for (RankProgram& rank : program.programs) {
+    Op second = rank.ops.back();
+    second.name = "all_reduce.second";
+    second.deps.clear();
+    rank.ops.push_back(second);
+  }
+  validate_program(program);
+  const double ms = 1e-3;
+  const sim::StepTimeline quiet = simulate_pair(program, 0);
+  const double issued = seconds_from_picoseconds(quiet.ops[1][0].end);
+  const double first = seconds_from_picoseconds(quiet.ops[0][3].end) - issued;
+  REQUIRE(seconds_from_picoseconds(quiet.ops[0][4].end) - issued == Approx(2 * first).epsilon(1e-9));
+
+  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  REQUIRE(slowed.ops[0][4].start == slowed.ops[0][3].end);
+  REQUIRE(slowed.ops[0][4].moving == slowed.ops[0][3].end);
+  const double moving = 2 * first;
+  const auto end_of_work = [&](double work) {
+    if (work <= issued) return work;
+    if (work <= issued + moving / 2) return issued + 2 * (work - issued);
+    return issued + moving + (work - issued - moving / 2);
+  };
+  for (int k = 0; k < 3; ++k) {
+    INFO("k" << k);
+    CHECK(seconds_from_picoseconds(slowed.ops[0][static_cast<std::size_t>(k)].end) ==
+          Approx(end_of_work((k + 1) * ms)).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("the same inputs give the same timeline; flow and analytical agree without contention", "[step][determinism]") {
   const Program program = compile_step(step_config("zero3", 16, 2));
   const sim::StepTimeline a = simulate(program), b = simulate(program);
