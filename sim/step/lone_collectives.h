@@ -52,7 +52,6 @@ class LoneCollectives {
   // valid for the object's life: a caller that repeats the call keeps it.
   struct Alone {
     std::shared_ptr<const TransferPlan> plan;
-    double bytes = 0;
     TimePs duration = 0;  // from the call's issue to its last byte: launch latency, phases and all
     std::uint64_t calls = 0;
   };
@@ -64,7 +63,6 @@ class LoneCollectives {
     ++call.calls;
     return call.duration;
   }
-  TimePs duration(const std::shared_ptr<const TransferPlan>& plan, double bytes) { return duration(alone(plan, bytes)); }
 
   // What the calls counted by duration() put on each link, added to
   // `link_bytes` (by LinkId).
