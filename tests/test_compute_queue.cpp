@@ -26,10 +26,11 @@ std::vector<ComputeQueue::Finished> drain(ComputeQueue& queue) {
   return all;
 }
 
-workloads::Op named(const std::string& name) {
-  workloads::Op op;
-  op.name = name;
-  return op;
+// A program of one op per name (the program keeps the names).
+workloads::RankProgram named(const std::vector<std::string>& names) {
+  workloads::RankProgram program;
+  for (const std::string& name : names) program.append(workloads::Op{}, name);
+  return program;
 }
 
 }  // namespace
@@ -41,13 +42,13 @@ TEST_CASE("the compute queue runs its ops one at a time, in the order enqueued",
   ComputeQueue queue([&](const workloads::Op& op) {
     overlapped = overlapped || running.fetch_add(1) != 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    ran.push_back(op.name);
+    ran.emplace_back(op.name);
     running.fetch_sub(1);
   });
   const auto origin = ComputeQueue::Clock::now();
   queue.set_origin(origin);
-  std::vector<workloads::Op> ops;
-  for (int i = 0; i < 6; ++i) ops.push_back(named("op" + std::to_string(i)));
+  const workloads::RankProgram program = named({"op0", "op1", "op2", "op3", "op4", "op5"});
+  const std::vector<workloads::Op>& ops = program.ops;
   REQUIRE(queue.idle());
   for (std::uint32_t i = 0; i < ops.size(); ++i) queue.enqueue(ops[i], i);
   REQUIRE_FALSE(queue.idle());
@@ -68,11 +69,12 @@ TEST_CASE("the compute queue runs its ops one at a time, in the order enqueued",
 TEST_CASE("a failing op's error reaches the enqueuing thread; the ops behind it are dropped", "[executor][queue]") {
   std::vector<std::string> ran;
   ComputeQueue queue([&](const workloads::Op& op) {
-    if (op.name == "bad") throw std::runtime_error("kernel failed: " + op.name);
-    ran.push_back(op.name);
+    if (op.name == "bad") throw std::runtime_error("kernel failed: " + std::string(op.name));
+    ran.emplace_back(op.name);
   });
   queue.set_origin(ComputeQueue::Clock::now());
-  const std::vector<workloads::Op> ops = {named("good"), named("bad"), named("after")};
+  const workloads::RankProgram program = named({"good", "bad", "after"});
+  const std::vector<workloads::Op>& ops = program.ops;
   for (std::uint32_t i = 0; i < ops.size(); ++i) queue.enqueue(ops[i], i);
   bool thrown = false;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);

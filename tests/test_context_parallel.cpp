@@ -104,8 +104,8 @@ TEST_CASE("each attention block after the first waits for the exchange that brou
   }();
   int checked = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const std::string& name = ops[i].name;
-    if (ops[i].kind != OpKind::compute || name.find(".block") == std::string::npos) continue;
+    const std::string_view name = ops[i].name;
+    if (ops[i].kind != OpKind::compute || name.find(".block") == std::string_view::npos) continue;
     const char block = name.back();
     bool after_exchange = false;
     for (std::uint32_t dep : ops[i].deps) {

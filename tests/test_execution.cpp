@@ -174,9 +174,10 @@ TEST_CASE("a broadcast's root may finish early, its receivers may not", "[execut
     return static_cast<std::size_t>(std::find(mine.begin(), mine.end(), ids[0][bcast]) - mine.begin());
   };
   const std::size_t at_root = op_of_call(root), at_receiver = op_of_call(receiver);
+  const std::string complaint = std::string(1, '\'').append(ops[bcast].name).append("': a member completed");
   const auto call_message = [&](const sim::StepTimeline& t) {
     for (const auto& v : sim::timeline_violations(program, t, 0, 1000)) {
-      if (v.find("'" + ops[bcast].name + "': a member completed") != std::string::npos) return true;
+      if (v.find(complaint) != std::string::npos) return true;
     }
     return false;
   };

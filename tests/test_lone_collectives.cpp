@@ -37,12 +37,11 @@ Program calls_program(const std::vector<Call>& calls) {
   for (const Call& call : calls) {
     Op op;
     op.kind = OpKind::collective;
-    op.name = call.communicator + "." + std::string(to_string(call.op));
     op.stream = call.stream;
     op.collective = call.op;
     op.communicator = call.communicator == "quads" ? 0 : 1;
     op.bytes = 1 << 20;
-    ops.ops.push_back(op);
+    ops.append(op, call.communicator + "." + std::string(to_string(call.op)));
   }
   program.programs.push_back(ops);
   program.program_of_rank.assign(16, 0);

@@ -211,7 +211,7 @@ TEST_CASE("DeepSpeed ZeRO-1/2 reduce each gradient bucket to its owners, or all-
       REQUIRE(op.collective != CollectiveOp::reduce_scatter);
       if (op.collective != CollectiveOp::reduce) continue;
       reduced_to[op.root] += op.bytes;
-      ++reduces_of_bucket[op.name.substr(0, op.name.find(".reduce_to"))];
+      ++reduces_of_bucket[std::string(op.name.substr(0, op.name.find(".reduce_to")))];
     }
     REQUIRE(reduced_to.size() == static_cast<std::size_t>(n));
     for (const auto& [owner, bytes] : reduced_to) REQUIRE(bytes == Approx(passes * e * psi() / n).epsilon(1e-12));
@@ -436,22 +436,21 @@ Program two_rank_program(bool delay_rank1, bool kernel_beside) {
     Op kernel;
     kernel.kind = OpKind::compute;
     kernel.kernel = KernelClass::elementwise;
-    kernel.name = "kernel";
     kernel.hbm_bytes = 1e9;  // 1 ms at 1 TB/s
     Op all_reduce;
     all_reduce.kind = OpKind::collective;
-    all_reduce.name = "all_reduce";
     all_reduce.stream = 1;
     all_reduce.collective = CollectiveOp::all_reduce;
     all_reduce.communicator = 0;
     all_reduce.bytes = 64.0 * (1 << 20);
     if (kernel_beside) {
-      p.ops = {kernel, all_reduce};
+      p.append(kernel, "kernel");
+      p.append(all_reduce, "all_reduce");
     } else if (delay_rank1 && rank == 1) {
-      all_reduce.deps = {0};
-      p.ops = {kernel, all_reduce};
+      p.append(kernel, "kernel");
+      p.append(all_reduce, "all_reduce", {0});
     } else {
-      p.ops = {all_reduce};
+      p.append(all_reduce, "all_reduce");
     }
     program.programs.push_back(p);
     program.program_of_rank.push_back(rank);
@@ -532,6 +531,13 @@ TEST_CASE("compute slows by the profile's interference factor while a collective
 
 namespace {
 
+// Kernels k0 -> k1 -> k2 like `kernel` at the end of `p`, which is empty.
+void append_kernel_chain(RankProgram& p, const Op& kernel) {
+  p.append(kernel, "k0");
+  p.append(kernel, "k1", {0});
+  p.append(kernel, "k2", {1});
+}
+
 // One rank: kernels k0 -> k1 -> k2 of 1 ms each on the compute stream, and on
 // a side stream either a 1 ms kernel waiting for k1 or, at 1.5 ms, an
 // allocation larger than the GPU.
@@ -540,31 +546,23 @@ Program kernel_run_program(bool side_allocation) {
   program.ranks = 1;
   program.streams = {"compute", "side"};
   RankProgram p;
-  for (int k = 0; k < 3; ++k) {
-    Op kernel;
-    kernel.kind = OpKind::compute;
-    kernel.kernel = KernelClass::elementwise;
-    kernel.name = "k" + std::to_string(k);
-    kernel.hbm_bytes = 1e9;  // 1 ms at 1 TB/s
-    if (k > 0) kernel.deps = {static_cast<std::uint32_t>(k - 1)};
-    p.ops.push_back(kernel);
-  }
+  Op kernel;
+  kernel.kind = OpKind::compute;
+  kernel.kernel = KernelClass::elementwise;
+  kernel.hbm_bytes = 1e9;  // 1 ms at 1 TB/s
+  append_kernel_chain(p, kernel);
   Op side = p.ops.front();
-  side.name = "side";
   side.stream = 1;
   if (side_allocation) {
     side.hbm_bytes = 1.5e9;
     Op allocation;
     allocation.kind = OpKind::memory;
-    allocation.name = "too_much.alloc";
     allocation.stream = 1;
     allocation.bytes = 1e15;
-    allocation.deps = {3};
-    p.ops.push_back(side);
-    p.ops.push_back(allocation);
+    p.append(side, "side");
+    p.append(allocation, "too_much.alloc", {3});
   } else {
-    side.deps = {1};
-    p.ops.push_back(side);
+    p.append(side, "side", {1});
   }
   program.programs.push_back(p);
   program.program_of_rank.push_back(0);
@@ -616,13 +614,8 @@ Program run_beside_late_collective() {
   const Op all_reduce = rank0.ops.at(0);
   Op kernel = program.programs[1].ops.at(0);
   rank0.ops.clear();
-  for (int k = 0; k < 3; ++k) {
-    kernel.name = "k" + std::to_string(k);
-    kernel.deps.clear();
-    if (k > 0) kernel.deps = {static_cast<std::uint32_t>(k - 1)};
-    rank0.ops.push_back(kernel);
-  }
-  rank0.ops.push_back(all_reduce);
+  append_kernel_chain(rank0, kernel);
+  rank0.append(all_reduce, all_reduce.name);
   program.programs[1].ops.at(0).hbm_bytes = 1.5e9;
   validate_program(program);
   return program;
@@ -669,10 +662,7 @@ TEST_CASE("compute stays slowed across a collective that lands as the next one s
   // between the two.
   Program program = run_beside_late_collective();
   for (RankProgram& rank : program.programs) {
-    Op second = rank.ops.back();
-    second.name = "all_reduce.second";
-    second.deps.clear();
-    rank.ops.push_back(second);
+    rank.append(rank.ops.back(), "all_reduce.second");
   }
   validate_program(program);
   const double ms = 1e-3;
@@ -756,11 +746,10 @@ TEST_CASE("collectives issued in crossed orders deadlock, and the error names th
     for (int communicator : rank == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
       Op all_reduce;
       all_reduce.kind = OpKind::collective;
-      all_reduce.name = std::string("all_reduce_") + (communicator == 0 ? "a" : "b");
       all_reduce.collective = CollectiveOp::all_reduce;
       all_reduce.communicator = communicator;
       all_reduce.bytes = 1 << 20;
-      p.ops.push_back(all_reduce);
+      p.append(all_reduce, std::string("all_reduce_") + (communicator == 0 ? "a" : "b"));
     }
     program.programs.push_back(p);
     program.program_of_rank.push_back(rank);

@@ -113,7 +113,7 @@ TEST_CASE("each GEMM slice starts as soon as its slice of the input has arrived 
     const sim::StepTimeline timeline = test::simulate_on(program, test::pipeline_world(), network);
     std::map<std::string, sim::OpTiming> at;
     const auto& ops = program.program_of(0).ops;
-    for (std::size_t i = 0; i < ops.size(); ++i) at[ops[i].name] = timeline.ops[0][i];
+    for (std::size_t i = 0; i < ops.size(); ++i) at[std::string(ops[i].name)] = timeline.ops[0][i];
     for (const std::string layer : {"mb0.layer0.attention.", "mb0.layer2.mlp."}) {
       INFO(layer);
       const std::string gemm = layer + (layer.find("attention") != std::string::npos ? "qkv" : "gate_up");

@@ -162,7 +162,7 @@ void StageBuilder::reduce_bucket(std::vector<OpIndex> deps) {
   const bool distributed = partition_.factors.optimizer > 1;
   reductions_.push_back(collective(name + (distributed ? ".reduce_scatter" : ".all_reduce"),
                                    distributed ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, *comms_.data,
-                                   partition_.gradient_bytes_per_value * parameters, reduce_stream, std::move(deps)));
+                                   partition_.gradient_bytes_per_value * parameters, reduce_stream, deps));
 }
 
 // The distributed optimizer's parameter all-gathers, in buckets of whole

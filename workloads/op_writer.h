@@ -9,9 +9,12 @@
 #include "workloads/transformer_kernels.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,28 +25,38 @@ using OpIndex = std::uint32_t;
 
 class OpWriter {
  protected:
-  OpWriter(std::vector<Op>& ops, int compute_stream) : ops_(ops), compute_stream_(compute_stream) {}
+  OpWriter(RankProgram& program, int compute_stream) : program_(program), compute_stream_(compute_stream) {}
 
-  OpIndex add(Op op) {
-    ops_.push_back(std::move(op));
-    return static_cast<OpIndex>(ops_.size() - 1);
+  OpIndex add(const Op& op, std::string_view name, std::span<const OpIndex> deps) {
+    return program_.append(op, name, deps);
   }
-  OpIndex collective(const std::string& name, CollectiveOp kind, int communicator, double bytes, int stream,
-                     std::vector<OpIndex> deps, int root = 0) {
-    return add(collective_op(name, kind, communicator, bytes, stream, std::move(deps), root));
+  OpIndex add(const Op& op, std::string_view name, std::initializer_list<OpIndex> deps) {
+    return program_.append(op, name, deps);
   }
-  OpIndex memory(const std::string& name, MemoryCategory category, double bytes, int stream,
-                 std::vector<OpIndex> deps = {}) {
-    const OpIndex index = add(memory_op(name, category, bytes, stream, std::move(deps)));
+  OpIndex collective(std::string_view name, CollectiveOp kind, int communicator, double bytes, int stream,
+                     std::span<const OpIndex> deps, int root = 0) {
+    return add(collective_op(kind, communicator, bytes, stream, root), name, deps);
+  }
+  OpIndex collective(std::string_view name, CollectiveOp kind, int communicator, double bytes, int stream,
+                     std::initializer_list<OpIndex> deps, int root = 0) {
+    return collective(name, kind, communicator, bytes, stream, std::span(deps.begin(), deps.size()), root);
+  }
+  OpIndex memory(std::string_view name, MemoryCategory category, double bytes, int stream,
+                 std::span<const OpIndex> deps) {
+    const OpIndex index = add(memory_op(category, bytes, stream), name, deps);
     if (stream == compute_stream_) last_on_compute_stream_ = index;
     return index;
   }
-  OpIndex kernel(const KernelSpec& spec, const std::string& prefix, std::vector<OpIndex> deps) {
+  OpIndex memory(std::string_view name, MemoryCategory category, double bytes, int stream,
+                 std::initializer_list<OpIndex> deps = {}) {
+    return memory(name, category, bytes, stream, std::span(deps.begin(), deps.size()));
+  }
+  OpIndex kernel(const KernelSpec& spec, std::string_view prefix, std::vector<OpIndex> deps) {
     if (spec.call) throw std::logic_error("OpWriter: " + spec.name + " is a call, not a kernel");
-    Op op = kernel_op(spec, prefix + spec.name, compute_stream_, std::move(deps));
-    op.deps.insert(op.deps.end(), blocking_.begin(), blocking_.end());
+    deps.insert(deps.end(), blocking_.begin(), blocking_.end());
     blocking_.clear();
-    last_compute_ = add(std::move(op));
+    name_.assign(prefix).append(spec.name);
+    last_compute_ = add(kernel_op(spec, compute_stream_), name_, deps);
     last_on_compute_stream_ = last_compute_;
     return *last_compute_;
   }
@@ -58,13 +71,14 @@ class OpWriter {
   // gives; a kernel waits for the call it names. `deps` go to the first
   // kernel. Calls no kernel of the list waits for hold up the next kernel.
   template <typename Route>
-  void run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps, Route route) {
+  void run(const std::vector<KernelSpec>& list, std::string_view prefix, std::vector<OpIndex>& deps, Route route) {
     std::vector<OpIndex> calls;
     std::vector<bool> waited;
     for (const KernelSpec& spec : list) {
       if (spec.call) {
         const CallRoute to = route(spec.call->group);
-        calls.push_back(collective(prefix + spec.name, spec.call->op, to.communicator, spec.call->bytes, to.stream,
+        name_.assign(prefix).append(spec.name);
+        calls.push_back(collective(name_, spec.call->op, to.communicator, spec.call->bytes, to.stream,
                                    after_last_compute()));
         waited.push_back(false);
         continue;
@@ -86,8 +100,9 @@ class OpWriter {
     return last_compute_ ? std::vector<OpIndex>{*last_compute_} : std::vector<OpIndex>{};
   }
 
-  std::vector<Op>& ops_;
+  RankProgram& program_;
   int compute_stream_;
+  std::string name_;  // the op name being put together, kept to reuse its buffer
   std::optional<OpIndex> last_compute_;
   std::optional<OpIndex> last_on_compute_stream_;  // a kernel or a memory op
   std::vector<OpIndex> blocking_;                  // the next kernel waits for these

@@ -24,7 +24,7 @@ class PipelineStageWriter : protected OpWriter {
   PipelineStageWriter(RankProgram& program, int compute_stream, const PipelineStreams& streams,
                       const ModelParallelism& parallel, const ModelParallelPartition& partition,
                       const PipelineCommunicators& pipeline, int stage)
-      : OpWriter(program.ops, compute_stream),
+      : OpWriter(program, compute_stream),
         mp_(parallel),
         partition_(partition),
         pipeline_(pipeline),
@@ -82,7 +82,7 @@ class PipelineStageWriter : protected OpWriter {
   // The send between this stage and a neighbour over `communicator`: the
   // root is the sender's place in the sorted pair.
   OpIndex send(const std::string& name, int communicator, int from, int to, int stream, std::vector<OpIndex> deps) {
-    return collective(name, CollectiveOp::send, communicator, partition_.boundary_bytes, stream, std::move(deps),
+    return collective(name, CollectiveOp::send, communicator, partition_.boundary_bytes, stream, deps,
                       from < to ? 0 : 1);
   }
 };

@@ -2,6 +2,7 @@
 
 #include "topology/json_input.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -108,17 +109,19 @@ void validate_program(const Program& program) {
     for (std::size_t i = 0; i < rank_program.ops.size(); ++i) {
       const Op& op = rank_program.ops[i];
       if (op.stream < 0 || static_cast<std::size_t>(op.stream) >= program.streams.size()) {
-        fail("op " + op.name + ": no stream " + std::to_string(op.stream));
+        fail("op " + std::string(op.name) + ": no stream " + std::to_string(op.stream));
       }
       for (std::uint32_t dep : op.deps) {
-        if (dep >= i) fail("op " + op.name + " depends on a later op");
+        if (dep >= i) fail("op " + std::string(op.name) + " depends on a later op");
       }
       if (op.kind == OpKind::collective) {
         if (op.communicator < 0 || static_cast<std::size_t>(op.communicator) >= program.communicators.size()) {
-          fail("op " + op.name + ": no communicator " + std::to_string(op.communicator));
+          fail("op " + std::string(op.name) + ": no communicator " + std::to_string(op.communicator));
         }
         const Communicator& communicator = program.communicators[static_cast<std::size_t>(op.communicator)];
-        if (op.root < 0 || op.root >= communicator.group_size()) fail("op " + op.name + ": root outside the group");
+        if (op.root < 0 || op.root >= communicator.group_size()) {
+          fail("op " + std::string(op.name) + ": root outside the group");
+        }
       }
     }
   }
@@ -142,18 +145,29 @@ void validate_program(const Program& program) {
   }
 }
 
-Op make_op(OpKind kind, std::string name, int stream, std::vector<std::uint32_t> deps) {
+std::uint32_t RankProgram::append(Op op, std::string_view name, std::span<const std::uint32_t> deps) {
+  if (!storage_) storage_ = std::make_shared<std::pmr::monotonic_buffer_resource>();
+  std::pmr::polymorphic_allocator<char> text(storage_.get());
+  char* name_copy = text.allocate(name.size());
+  std::copy(name.begin(), name.end(), name_copy);
+  op.name = std::string_view(name_copy, name.size());
+  std::pmr::polymorphic_allocator<std::uint32_t> indices(storage_.get());
+  std::uint32_t* deps_copy = deps.empty() ? nullptr : indices.allocate(deps.size());
+  std::copy(deps.begin(), deps.end(), deps_copy);
+  op.deps = std::span<const std::uint32_t>(deps_copy, deps.size());
+  ops.push_back(op);
+  return static_cast<std::uint32_t>(ops.size() - 1);
+}
+
+Op make_op(OpKind kind, int stream) {
   Op op;
   op.kind = kind;
   op.stream = stream;
-  op.name = std::move(name);
-  op.deps = std::move(deps);
   return op;
 }
 
-Op collective_op(std::string name, CollectiveOp kind, int communicator, double bytes, int stream,
-                 std::vector<std::uint32_t> deps, int root) {
-  Op op = make_op(OpKind::collective, std::move(name), stream, std::move(deps));
+Op collective_op(CollectiveOp kind, int communicator, double bytes, int stream, int root) {
+  Op op = make_op(OpKind::collective, stream);
   op.collective = kind;
   op.communicator = communicator;
   op.bytes = bytes;
@@ -161,8 +175,8 @@ Op collective_op(std::string name, CollectiveOp kind, int communicator, double b
   return op;
 }
 
-Op memory_op(std::string name, MemoryCategory category, double bytes, int stream, std::vector<std::uint32_t> deps) {
-  Op op = make_op(OpKind::memory, std::move(name), stream, std::move(deps));
+Op memory_op(MemoryCategory category, double bytes, int stream) {
+  Op op = make_op(OpKind::memory, stream);
   op.memory = category;
   op.bytes = bytes;
   return op;
@@ -216,7 +230,10 @@ nlohmann::json program_to_json(const Program& program) {
     }
     nlohmann::json ops = nlohmann::json::array();
     for (const Op& op : rank_program.ops) {
-      nlohmann::json entry = {{"name", op.name}, {"kind", to_string(op.kind)}, {"stream", op.stream}, {"deps", op.deps}};
+      nlohmann::json entry = {{"name", op.name},
+                              {"kind", to_string(op.kind)},
+                              {"stream", op.stream},
+                              {"deps", std::vector<std::uint32_t>(op.deps.begin(), op.deps.end())}};
       switch (op.kind) {
         case OpKind::compute:
           entry["kernel"] = to_string(op.kernel);
@@ -246,16 +263,18 @@ nlohmann::json program_to_json(const Program& program) {
 
 namespace {
 
-Op parse_op(JsonObjectReader reader) {
+// Appends the op `reader` reads to `program`.
+void parse_op(JsonObjectReader reader, RankProgram& program) {
   Op op;
-  op.name = reader.string("name");
+  const std::string name = reader.string("name");
   op.kind = parse_enum(reader, "kind", kOpKinds);
   op.stream = static_cast<int>(reader.non_negative_integer("stream"));
-  const nlohmann::json& deps = reader.value("deps");
-  if (!deps.is_array()) reader.fail("deps", "must be an array of op indices");
-  for (const auto& dep : deps) {
+  const nlohmann::json& listed = reader.value("deps");
+  if (!listed.is_array()) reader.fail("deps", "must be an array of op indices");
+  std::vector<std::uint32_t> deps;
+  for (const auto& dep : listed) {
     if (!is_index(dep)) reader.fail("deps", "must be an array of op indices");
-    op.deps.push_back(dep.get<std::uint32_t>());
+    deps.push_back(dep.get<std::uint32_t>());
   }
   switch (op.kind) {
     case OpKind::compute: {
@@ -289,7 +308,7 @@ Op parse_op(JsonObjectReader reader) {
       break;
   }
   reader.finish();
-  return op;
+  program.append(op, name, deps);
 }
 
 }  // namespace
@@ -350,7 +369,7 @@ Program program_from_json(const nlohmann::json& document, const std::string& fil
     if (!ops.is_array()) entry.fail("ops", "must be an array");
     rank_program.ops.reserve(ops.size());
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      rank_program.ops.push_back(parse_op(JsonObjectReader(ops[i], file, entry.field_path("ops[" + std::to_string(i) + "]"))));
+      parse_op(JsonObjectReader(ops[i], file, entry.field_path("ops[" + std::to_string(i) + "]")), rank_program);
     }
     entry.finish();
     program.programs.push_back(std::move(rank_program));

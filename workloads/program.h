@@ -13,6 +13,11 @@
 //               of every other member of that group;
 //   memory      an allocation (bytes > 0) or a free (bytes < 0) of a category.
 //
+// An op's name and dependency list are views into its rank program's
+// storage, where RankProgram::append copies them: a program of millions of
+// ops is then a few large blocks, built and freed in one piece, not two small
+// heap allocations per op (the plan search compiles hundreds of programs).
+//
 // Data-parallel training is SPMD, so ranks share op lists: `programs` holds
 // the distinct lists and `program_of_rank` says which one each rank runs. A
 // collective names a communicator, a partition of the ranks into groups; each
@@ -26,9 +31,14 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <memory>
+#include <memory_resource>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardsim::workloads {
@@ -56,15 +66,18 @@ struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
 };
 
+// Plain values but for `name` and `deps`, which RankProgram::append sets.
+// The one-byte fields of every kind come first, where they pack.
 struct Op {
   OpKind kind = OpKind::compute;
+  KernelClass kernel = KernelClass::elementwise;        // compute
+  Dtype dtype = Dtype::bf16;                            // compute
+  MemoryCategory memory = MemoryCategory::activations;  // memory
   int stream = 0;
-  std::string name;
-  std::vector<std::uint32_t> deps;  // indices of earlier ops of the same rank program
+  std::string_view name;                // in the rank program's storage
+  std::span<const std::uint32_t> deps;  // indices of earlier ops of the same rank program, ditto
 
   // compute
-  KernelClass kernel = KernelClass::elementwise;
-  Dtype dtype = Dtype::bf16;
   double flops = 0;
   double hbm_bytes = 0;
   GemmShape gemm;  // gemm only
@@ -73,10 +86,8 @@ struct Op {
   CollectiveOp collective = CollectiveOp::all_reduce;
   int communicator = -1;
   int root = 0;  // position in the group, for broadcast and reduce
-  double bytes = 0;
 
-  // memory (bytes > 0 allocates, < 0 frees)
-  MemoryCategory memory = MemoryCategory::activations;
+  double bytes = 0;  // a collective's buffer; a memory op's allocation (> 0) or free (< 0)
 };
 
 // A partition of the ranks into groups of equal size.
@@ -92,6 +103,18 @@ struct Communicator {
 struct RankProgram {
   std::vector<Op> ops;
   std::vector<double> resident_bytes = std::vector<double>(kMemoryCategoryCount, 0.0);  // by MemoryCategory
+
+  // Appends `op` named `name` after `deps`, both copied into this program's
+  // storage (`op`'s own name and deps are ignored); returns its index.
+  std::uint32_t append(Op op, std::string_view name, std::span<const std::uint32_t> deps);
+  std::uint32_t append(Op op, std::string_view name, std::initializer_list<std::uint32_t> deps = {}) {
+    return append(op, name, std::span<const std::uint32_t>(deps.begin(), deps.size()));
+  }
+
+ private:
+  // Never moves what it holds, so the views stay valid as ops are appended;
+  // copies of the program share it. Made by the first append.
+  std::shared_ptr<std::pmr::monotonic_buffer_resource> storage_;
 };
 
 struct Program {
@@ -108,13 +131,12 @@ struct Program {
   std::size_t total_ops() const;
 };
 
-// Ops as the compilers write them: what every op has, then a collective's
-// or a memory op's own fields (kernel_op in transformer_kernels.h fills a
-// kernel's).
-Op make_op(OpKind kind, std::string name, int stream, std::vector<std::uint32_t> deps);
-Op collective_op(std::string name, CollectiveOp kind, int communicator, double bytes, int stream,
-                 std::vector<std::uint32_t> deps, int root = 0);
-Op memory_op(std::string name, MemoryCategory category, double bytes, int stream, std::vector<std::uint32_t> deps = {});
+// Ops as the compilers write them, to be appended with their names and
+// dependencies: what every op has, then a collective's or a memory op's own
+// fields (kernel_op in transformer_kernels.h fills a kernel's).
+Op make_op(OpKind kind, int stream);
+Op collective_op(CollectiveOp kind, int communicator, double bytes, int stream, int root = 0);
+Op memory_op(MemoryCategory category, double bytes, int stream);
 
 // Groups ranks 0..ranks-1 by key(rank): ranks with equal keys form a group,
 // groups ordered by their smallest rank. Every group must be the same size

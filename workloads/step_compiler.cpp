@@ -25,7 +25,7 @@ enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stre
 class StepBuilder : OpWriter {
  public:
   StepBuilder(const StepConfig& config, Program& program)
-      : OpWriter(program.programs.front().ops, compute_stream),
+      : OpWriter(program.programs.front(), compute_stream),
         config_(config),
         program_(program),
         n_(config.data_parallel),
@@ -270,25 +270,24 @@ void StepBuilder::gather(std::size_t module, const std::string& prefix, int comm
     const double bytes = e_ * fetch_.elements[module];
     const OpIndex across =
         collective(prefix + "all_gather." + work.name + ".inter_node", CollectiveOp::all_gather,
-                   *hierarchical_gather_.inter_node, bytes / config_.gpus_per_node, gather_stream, std::move(deps));
+                   *hierarchical_gather_.inter_node, bytes / config_.gpus_per_node, gather_stream, deps);
     gathered_[module] = collective(prefix + "all_gather." + work.name + ".intra_node", CollectiveOp::all_gather,
                                    *hierarchical_gather_.intra_node, bytes, gather_stream, {across});
     return;
   }
   if (!config_.plan.quantized_weights) {
     gathered_[module] = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
-                                   e_ * fetch_.elements[module], gather_stream, std::move(deps));
+                                   e_ * fetch_.elements[module], gather_stream, deps);
     return;
   }
   // ZeRO++ qwZ: int8 on the wire, (de)quantized on the gather stream.
   const double elements = fetch_.elements[module];
-  const OpIndex quantized =
-      add(kernel_op(weight_quantize(elements / group_size, e_), prefix + work.name + ".qwz.quantize", gather_stream,
-                    std::move(deps)));
+  const OpIndex quantized = add(kernel_op(weight_quantize(elements / group_size, e_), gather_stream),
+                                prefix + work.name + ".qwz.quantize", deps);
   const OpIndex gathered = collective(prefix + "all_gather." + work.name, CollectiveOp::all_gather, communicator_index,
                                       kQuantizedWeightBytesPerElement * elements, gather_stream, {quantized});
-  gathered_[module] = add(kernel_op(weight_dequantize(elements, e_), prefix + work.name + ".qwz.dequantize",
-                                    gather_stream, {gathered}));
+  gathered_[module] = add(kernel_op(weight_dequantize(elements, e_), gather_stream),
+                          prefix + work.name + ".qwz.dequantize", {gathered});
 }
 
 // The gathers the fetch schedule issues as entry t starts: over the
@@ -387,10 +386,10 @@ OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, const Sta
   const bool deepspeed_flat =
       plan.as_implemented && plan.system == ShardingSystem::zero && states.factors.parameters == 1;
   if (!deepspeed_flat) {
-    return collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, communicator, bytes, stream, std::move(deps));
+    return collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, communicator, bytes, stream, deps);
   }
   if (plan.multi_rank_bucketing) {
-    return collective(name + ".all_reduce", CollectiveOp::all_reduce, communicator, bytes, stream, std::move(deps));
+    return collective(name + ".all_reduce", CollectiveOp::all_reduce, communicator, bytes, stream, deps);
   }
   const int n = program_.communicators[static_cast<std::size_t>(communicator)].group_size();
   double first = module_offset_[modules.front()], end = first;
@@ -422,7 +421,7 @@ OpIndex StepBuilder::reduce_over_replicas(const std::string& name, const StateGr
     return reduce_scatter_gradients(name, states, *states.comms.replicas, modules, shard_bytes, stream, std::move(deps));
   }
   return collective(name + ".all_reduce", CollectiveOp::all_reduce, *states.comms.replicas, shard_bytes, stream,
-                    std::move(deps));
+                    deps);
 }
 
 void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
@@ -481,13 +480,13 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
 // (zeropp_quantization.h), on the reduce stream.
 OpIndex StepBuilder::quantized_reduce(const std::string& name, double elements, std::vector<OpIndex> deps) {
   const QuantizedGradientReduction q = quantized_gradient_reduction(elements, e_, config_.gpus_per_node, n_);
-  const OpIndex quantized = add(kernel_op(q.quantize, name + "." + q.quantize.name, reduce_stream, std::move(deps)));
+  const OpIndex quantized = add(kernel_op(q.quantize, reduce_stream), name + "." + q.quantize.name, deps);
   const OpIndex intra = collective(name + ".qgz.intra_node.all_to_all", CollectiveOp::all_to_all, *qgz_.intra_node,
                                    q.intra_node_bytes, reduce_stream, {quantized});
-  const OpIndex reduced = add(kernel_op(q.reduce, name + "." + q.reduce.name, reduce_stream, {intra}));
+  const OpIndex reduced = add(kernel_op(q.reduce, reduce_stream), name + "." + q.reduce.name, {intra});
   const OpIndex inter = collective(name + ".qgz.inter_node.all_to_all", CollectiveOp::all_to_all, *qgz_.inter_node,
                                    q.inter_node_bytes, reduce_stream, {reduced});
-  return add(kernel_op(q.dequantize, name + "." + q.dequantize.name, reduce_stream, {inter}));
+  return add(kernel_op(q.dequantize, reduce_stream), name + "." + q.dequantize.name, {inter});
 }
 
 // Empty unless wanted and `block` covers several whole nodes.

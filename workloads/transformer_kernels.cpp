@@ -247,8 +247,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   return modules;
 }
 
-Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps) {
-  Op op = make_op(OpKind::compute, std::move(name), stream, std::move(deps));
+Op kernel_op(const KernelSpec& spec, int stream) {
+  Op op = make_op(OpKind::compute, stream);
   op.kernel = spec.kernel;
   op.dtype = spec.dtype;
   op.flops = spec.flops;

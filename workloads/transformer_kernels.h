@@ -142,7 +142,7 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
                                   const ModelParallelism& parallel);
 
 // The compute op that runs `spec` (not a call) on `stream`.
-Op kernel_op(const KernelSpec& spec, std::string name, int stream, std::vector<std::uint32_t> deps);
+Op kernel_op(const KernelSpec& spec, int stream);
 
 // The fused Adam step over `parameters` parameters (a GPU's optimizer shard):
 // per parameter it reads the bf16 gradient (2 bytes), reads and writes the

@@ -202,7 +202,7 @@ void StageBuilder::issue_gather(std::size_t w) {
     memory(bucket + ".alloc", MemoryCategory::gathered_parameters, pending_bytes * (1 - 1 / f_p), gather_stream,
            last_on_compute_stream_ ? std::vector<OpIndex>{*last_on_compute_stream_} : std::vector<OpIndex>{});
     const OpIndex op = collective(bucket + ".all_gather", CollectiveOp::all_gather, *comms_.parameters, pending_bytes,
-                                  gather_stream, std::move(deps));
+                                  gather_stream, deps);
     for (std::size_t m : pending) gather_[w][m] = op;
     pending.clear();
     pending_bytes = 0;
@@ -315,7 +315,7 @@ void StageBuilder::reduce_over_replicas(const std::string& name, double shard_by
   const bool scatter = factors_.optimizer == config_.data_parallel;
   reductions_.push_back(collective(name + (scatter ? ".replicas.reduce_scatter" : ".replicas.all_reduce"),
                                    scatter ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, *comms_.replicas,
-                                   shard_bytes, optimizer_stream, std::move(deps)));
+                                   shard_bytes, optimizer_stream, deps));
 }
 
 // The updated parameters all-gathered over the optimizer's group, in

@@ -9,7 +9,9 @@
 namespace shardsim::calib {
 
 void CpuKernels::run(const workloads::Op& op) {
-  if (op.kind != workloads::OpKind::compute) throw std::logic_error("CpuKernels: " + op.name + " is not a compute op");
+  if (op.kind != workloads::OpKind::compute) {
+    throw std::logic_error("CpuKernels: " + std::string(op.name) + " is not a compute op");
+  }
   const bool gemm_like = op.kernel == workloads::KernelClass::gemm || op.kernel == workloads::KernelClass::attention;
   const std::int64_t repeats = gemm_like ? gemm_repeats(op) : 0;
   if (repeats > 0) {

@@ -23,7 +23,8 @@ void check_execution_request(const workloads::Program& program, const ExecutionO
   for (const workloads::RankProgram& rank_program : program.programs) {
     for (const workloads::Op& op : rank_program.ops) {
       if (op.kind == workloads::OpKind::collective && op.bytes > static_cast<double>(INT_MAX)) {
-        throw std::invalid_argument("op '" + op.name + "' moves " + std::to_string(static_cast<long long>(op.bytes)) +
+        throw std::invalid_argument("op '" + std::string(op.name) + "' moves " +
+                                    std::to_string(static_cast<long long>(op.bytes)) +
                                     " bytes, more than an MPI count holds; shrink the job with --scale");
       }
     }

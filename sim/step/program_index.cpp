@@ -18,7 +18,7 @@ ProgramIndex::ProgramIndex(const workloads::RankProgram& program, std::size_t st
     const workloads::Op& op = program.ops[i];
     if (op.deps.size() > std::numeric_limits<std::uint16_t>::max()) {
       // The simulator counts each op's unfinished dependencies in 16 bits.
-      throw std::invalid_argument("op " + op.name + " has " + std::to_string(op.deps.size()) +
+      throw std::invalid_argument("op " + std::string(op.name) + " has " + std::to_string(op.deps.size()) +
                                   " dependencies; at most 65535 are supported");
     }
     heads[i] = {op.kind, static_cast<std::uint16_t>(op.stream)};

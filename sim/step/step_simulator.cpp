@@ -304,7 +304,7 @@ void StepSimulation::report_deadlock() const {
       if (stream.head == stream.size && !stream.busy) continue;
       const bool in_flight = stream.busy;
       const std::uint32_t op = stream.order[in_flight ? stream.head - 1 : stream.head];
-      throw std::runtime_error("the program deadlocks: op " + op_of(rank, op).name + " of rank " +
+      throw std::runtime_error("the program deadlocks: op " + std::string(op_of(rank, op).name) + " of rank " +
                                std::to_string(rank) + " never " + (in_flight ? "ends" : "starts"));
     }
   }
@@ -341,7 +341,8 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       state.memory[category] += op.bytes;
       state.memory_total += op.bytes;
       if (op.bytes > 0 && state.memory_total > capacity_) {
-        timeline_.out_of_memory = OutOfMemory{rank, op.name, engine_.now(), capacity_, op.bytes, state.memory};
+        timeline_.out_of_memory =
+            OutOfMemory{rank, std::string(op.name), engine_.now(), capacity_, op.bytes, state.memory};
         stopped_ = true;
         return;
       }
@@ -513,7 +514,7 @@ void StepSimulation::arrive(int rank, std::uint32_t index) {
     instance.bytes = op.bytes;
     instance.root = op.root;
   } else if (instance.kind != op.collective || instance.bytes != op.bytes || instance.root != op.root) {
-    throw std::logic_error("collective mismatch: op " + op.name + " of rank " + std::to_string(rank) +
+    throw std::logic_error("collective mismatch: op " + std::string(op.name) + " of rank " + std::to_string(rank) +
                            " meets a different call on communicator " + communicator.name);
   }
   instance.members.emplace_back(rank, index);

@@ -39,13 +39,15 @@ std::vector<std::string> timeline_violations(const workloads::Program& program, 
     }
     std::vector<TimePs> stream_free(program.streams.size(), std::numeric_limits<TimePs>::min());
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      const std::string op = where + "op " + std::to_string(i) + " '" + ops[i].name + "'";
+      const std::string op = where + "op " + std::to_string(i) + " '" + std::string(ops[i].name) + "'";
       if (t[i].start < 0 || t[i].end < t[i].start) {
         report(op + " did not run (or ended before it started)");
         continue;
       }
       for (std::uint32_t dep : ops[i].deps) {
-        if (t[i].start + tolerance < t[dep].end) report(op + " started before its dependency '" + ops[dep].name + "' ended");
+        if (t[i].start + tolerance < t[dep].end) {
+          report(op + " started before its dependency '" + std::string(ops[dep].name) + "' ended");
+        }
       }
       auto& free_at = stream_free[static_cast<std::size_t>(ops[i].stream)];
       if (t[i].start + tolerance < free_at) report(op + " started before the previous op of its stream ended");
@@ -82,7 +84,7 @@ std::vector<std::string> timeline_violations(const workloads::Program& program, 
       }
     }
     if (broken) {
-      report("collective call " + std::to_string(call) + " '" + c.op->name +
+      report("collective call " + std::to_string(call) + " '" + std::string(c.op->name) +
              "': a member completed it before a member it needs data from issued it");
     }
   }
