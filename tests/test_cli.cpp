@@ -286,6 +286,35 @@ TEST_CASE("run reports a step as a table, as JSON, as a Chrome trace and as HDF5
   REQUIRE(read(trace2) == read(trace));
 }
 
+TEST_CASE("run writes Chakra traces of every rank for ASTRA-sim, or none", "[cli][run][chakra]") {
+  const Scratch scratch;
+  const std::string args = "run --cluster dgx-a100-2node --model llama-7b --plan zero3 --gpus 16 --chakra ";
+  const std::string prefix = scratch.path("llama7b").string();
+  REQUIRE(run(scratch, args + prefix).exit_code == 0);
+  for (int rank = 0; rank < 16; ++rank) {
+    INFO("rank " << rank);
+    const std::string trace = read(prefix + "." + std::to_string(rank) + ".et");
+    // The first record: 7 bytes of GlobalMetadata, its version "0.0.4".
+    REQUIRE(trace.substr(0, 8) == std::string("\x07\x0a\x05" "0.0.4"));
+    REQUIRE(trace.size() > 1000);
+  }
+  REQUIRE_FALSE(fs::exists(prefix + ".16.et"));
+  // ZeRO-3 on 16 GPUs: one group of every rank.
+  const auto groups = nlohmann::json::parse(read(prefix + ".json"));
+  REQUIRE(groups == nlohmann::json{{"1", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}});
+  // Deterministic: the same command writes the same bytes.
+  const std::string again = scratch.path("again").string();
+  REQUIRE(run(scratch, args + again).exit_code == 0);
+  REQUIRE(read(again + ".9.et") == read(prefix + ".9.et"));
+
+  const Result unwritable = run(scratch, args + scratch.path("missing-dir/x").string());
+  REQUIRE(unwritable.exit_code == 2);
+  REQUIRE_THAT(unwritable.err, Catch::Contains("missing-dir/x.0.et: cannot write here"));
+  for (const auto& entry : fs::directory_iterator(scratch.path(""))) {
+    REQUIRE(entry.path().string().find(".tmp.") == std::string::npos);
+  }
+}
+
 TEST_CASE("run reports a plan that does not fit with exit code 1 and the breakdown", "[cli][run]") {
   const Scratch scratch;
   const Result r = run(scratch, "run --cluster dgx-a100-2node --model llama-13b --plan zero0 --gpus 16");

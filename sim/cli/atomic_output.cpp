@@ -29,4 +29,36 @@ void AtomicOutputFile::commit() {
   committed_ = true;
 }
 
+AtomicOutputFiles::~AtomicOutputFiles() {
+  if (committed_) return;
+  out_.close();
+  for (const auto& [path, temporary] : files_) std::remove(temporary.c_str());
+}
+
+void AtomicOutputFiles::close_current() {
+  if (files_.empty() || !out_.is_open()) return;
+  out_.close();
+  if (!out_) throw_input_error(files_.back().first, "", "could not write the file");
+}
+
+std::ostream& AtomicOutputFiles::next(const std::string& path) {
+  close_current();
+  files_.emplace_back(path, path + ".tmp." + std::to_string(::getpid()));
+  out_.clear();
+  out_.open(files_.back().second, std::ios::binary | std::ios::trunc);
+  if (!out_) {
+    files_.pop_back();
+    throw_input_error(path, "", "cannot write here");
+  }
+  return out_;
+}
+
+void AtomicOutputFiles::commit() {
+  close_current();
+  for (const auto& [path, temporary] : files_) {
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) throw_input_error(path, "", "could not write the file");
+  }
+  committed_ = true;
+}
+
 }  // namespace shardsim::cli

@@ -8,6 +8,7 @@
 #include "sim/cli/step_table.h"
 #include "sim/cli/token_count.h"
 #include "sim/search/plan_space.h"
+#include "sim/step/chakra_trace.h"
 #include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
 #include "sim/step/step_report.h"
@@ -40,6 +41,7 @@ struct RunOptions {
   std::string trace;
   std::string h5;
   std::string program;
+  std::string chakra;  // a file prefix
   int breakdown_rank = 0;
   std::string tokens;  // a training budget to price the step on
   bool json = false;
@@ -63,6 +65,19 @@ std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_p
   return list;
 }
 
+// `<prefix>.<rank>.et` for every rank and `<prefix>.json`, all
+// or none of them.
+void write_chakra_traces(const std::string& prefix, const workloads::Program& program,
+                         const calib::Profile& profile) {
+  const sim::ChakraTraceWriter writer(program, profile);
+  AtomicOutputFiles files;
+  for (int rank = 0; rank < program.ranks; ++rank) {
+    writer.write_rank(files.next(prefix + "." + std::to_string(rank) + ".et"), rank);
+  }
+  writer.write_comm_groups(files.next(prefix + ".json"));
+  files.commit();
+}
+
 int run_step(const RunOptions& options) {
   JobInputs inputs = load_job_inputs(options.job);
   print_notes(inputs);
@@ -83,6 +98,7 @@ int run_step(const RunOptions& options) {
     out.stream() << workloads::program_to_json(program).dump(1) << "\n";
     out.commit();
   }
+  if (!options.chakra.empty()) write_chakra_traces(options.chakra, program, profile);
   sim::StepSimulationOptions simulation;
   simulation.network = sim::parse_network_mode(options.network);
   // Timings of the ranks the trace and the HDF5 file write, and of the one
@@ -149,6 +165,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       "  shardsim run --cluster a800-1024 --model llama-30b --plan amsp-llama30b \\\n"
       "               --training seq4096-mbs1-4m-tokens-full-recompute --gpus 64 --overlap ag-rs\n"
       "  shardsim run --model llama-13b --deepspeed ds_config.json --gpus 64 --trace step.json --h5 step.h5\n"
+      "  shardsim run --model llama-7b --plan zero3 --gpus 16 --chakra et/llama7b     (for ASTRA-sim)\n"
       "Exit code 1 when the plan does not fit in GPU memory (reported, with the breakdown at\n"
       "the failing allocation), 2 on bad input. Every rank is simulated; --record-ranks picks the\n"
       "ranks --trace and --h5 write (default: the first node's).");
@@ -169,6 +186,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option("--trace", options->trace, "Write a Chrome trace (Perfetto) of the recorded ranks");
   command->add_option("--h5", options->h5, "Write the timeline of the recorded ranks as HDF5 (schema in the README)");
   command->add_option("--program", options->program, "Write the compiled Program as JSON");
+  command->add_option("--chakra", options->chakra,
+                      "Write the Program as Chakra execution traces for ASTRA-sim: PREFIX.<rank>.et for every rank "
+                      "and PREFIX.json")
+      ->type_name("PREFIX");
   command->add_option("--tokens", options->tokens,
                       "Price the step on a training budget, e.g. 300B, 1.4T: steps, days, GPU-hours");
   command->add_flag("--json", options->json, "Print one JSON object instead of the table");
