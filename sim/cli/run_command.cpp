@@ -65,8 +65,8 @@ std::vector<int> recorded_ranks(const RunOptions& options, int ranks, int gpus_p
   return list;
 }
 
-// `<prefix>.<rank>.et` for every rank and `<prefix>.json`, all
-// or none of them.
+// `<prefix>.<rank>.et` for every rank and `<prefix>.json`, the comm groups:
+// all of them or none.
 void write_chakra_traces(const std::string& prefix, const workloads::Program& program,
                          const calib::Profile& profile) {
   const sim::ChakraTraceWriter writer(program, profile);
