@@ -165,7 +165,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       "  shardsim run --cluster a800-1024 --model llama-30b --plan amsp-llama30b \\\n"
       "               --training seq4096-mbs1-4m-tokens-full-recompute --gpus 64 --overlap ag-rs\n"
       "  shardsim run --model llama-13b --deepspeed ds_config.json --gpus 64 --trace step.json --h5 step.h5\n"
-      "  shardsim run --model llama-7b --plan zero3 --gpus 16 --chakra et/llama7b     (for ASTRA-sim)\n"
+      "  shardsim run --model llama-7b --plan zero3 --gpus 16 --chakra llama7b     (for ASTRA-sim)\n"
       "Exit code 1 when the plan does not fit in GPU memory (reported, with the breakdown at\n"
       "the failing allocation), 2 on bad input. Every rank is simulated; --record-ranks picks the\n"
       "ranks --trace and --h5 write (default: the first node's).");
