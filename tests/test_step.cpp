@@ -252,6 +252,51 @@ TEST_CASE("DeepSpeed ZeRO-1/2 reduce each gradient bucket to its owners, or all-
   }
 }
 
+TEST_CASE("from the second micro-batch on each rank adds the new gradient into the 1/f_G it keeps",
+          "[step][compute]") {
+  // PyTorch's AccumulateGrad where gradients stay whole (f_G 1): micro-batch
+  // 0 leaves its gradient in param.grad, each later one reads it and its own
+  // and writes the sum, 3 e bytes per parameter, before a hook may reduce
+  // it. Sharded gradients: the same over the rank's 1/f_G.
+  const int n = 16, micro_batches = 3;
+  const double e = 2;
+  const auto added = [](const Program& program, const std::string& micro_batch) {
+    double bytes = 0;
+    for (const Op& op : program.program_of(0).ops) {
+      if (op.name.ends_with("grad.accumulate") && op.name.starts_with(micro_batch)) {
+        REQUIRE(op.kind == OpKind::compute);
+        REQUIRE(program.streams[static_cast<std::size_t>(op.stream)] == "compute");
+        bytes += op.hbm_bytes;
+      }
+    }
+    return bytes;
+  };
+  for (const auto& [plan, kept] : std::vector<std::pair<std::string, int>>{
+           {"zero0", 1}, {"zero1", 1}, {"amsp-llama7b", 1}, {"zero2", n}, {"zero3", n}, {"mics-8", 8}}) {
+    INFO(plan);
+    const Program program = compile_step(step_config(plan, n, micro_batches));
+    validate_program(program);
+    REQUIRE(added(program, "mb0.") == 0);
+    for (int m = 1; m < micro_batches; ++m) {
+      REQUIRE(added(program, "mb" + std::to_string(m) + ".") == Approx(3 * e * psi() / kept).epsilon(1e-12));
+    }
+    REQUIRE(added(compile_step(step_config(plan, n, 1)), "mb") == 0);
+    if (kept > 1) continue;
+    // Whole gradients: the last micro-batch's reductions start from the sum.
+    const auto& ops = program.program_of(0).ops;
+    int reductions = 0;
+    for (const Op& op : ops) {
+      if (op.kind != OpKind::collective || !op.name.starts_with("mb2.grad.")) continue;
+      for (std::uint32_t dep : op.deps) {
+        if (ops[dep].kind != OpKind::compute) continue;
+        REQUIRE(ops[dep].name.ends_with("grad.accumulate"));
+        ++reductions;
+      }
+    }
+    REQUIRE(reductions > 0);
+  }
+}
+
 TEST_CASE("every op runs exactly once and none starts before its dependencies end", "[step][causality]") {
   std::vector<StepConfig> configs = {step_config("zero1", 16, 2), step_config("zero3", 16, 2),
                                      step_config("mics-8", 32, 2), step_config("zeropp-hpz8", 16),

@@ -42,6 +42,16 @@ KernelSpec grouped_gemm(const std::string& name, const LayerShapes& x, double ex
   return spec;
 }
 
+KernelSpec gradient_add(const std::string& name, Dtype dtype, double parameters, double new_bytes, double kept_bytes) {
+  KernelSpec spec;
+  spec.name = name;
+  spec.kernel = KernelClass::elementwise;
+  spec.dtype = dtype;
+  spec.flops = parameters;
+  spec.hbm_bytes = (new_bytes + 2 * kept_bytes) * parameters;
+  return spec;
+}
+
 KernelSpec group_call(const std::string& name, CallGroup group, CollectiveOp op, double bytes) {
   KernelSpec spec;
   spec.name = name;

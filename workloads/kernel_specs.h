@@ -41,6 +41,11 @@ KernelSpec masked_dropout(const std::string& name, const LayerShapes& x, double 
 // (backward).
 KernelSpec residual_add(const std::string& name, const LayerShapes& x, double values);
 
+// An in-place add of a micro-batch's gradient into the gradient kept across
+// micro-batches, over `parameters` values: reads the new one (`new_bytes` a
+// value) and the kept one (`kept_bytes`), writes the kept one.
+KernelSpec gradient_add(const std::string& name, Dtype dtype, double parameters, double new_bytes, double kept_bytes);
+
 // A call over a model-parallel group, as a kernel list carries it.
 KernelSpec group_call(const std::string& name, CallGroup group, CollectiveOp op, double bytes);
 

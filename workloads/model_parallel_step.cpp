@@ -1,6 +1,7 @@
 #include "workloads/model_parallel_step.h"
 
 #include "topology/json_input.h"
+#include "workloads/kernel_specs.h"
 #include "workloads/memory_model.h"
 #include "workloads/pipeline_schedule.h"
 #include "workloads/pipeline_stage_writer.h"
@@ -64,13 +65,8 @@ class StageBuilder : PipelineStageWriter {
   // gradients: main_grad.add_(param.grad), a pass that reads both and writes
   // the main gradient.
   KernelSpec main_grad_add(double parameters) const {
-    KernelSpec add;
-    add.name = "main_grad.add";
-    add.kernel = KernelClass::elementwise;
-    add.dtype = config_.training.fp16 ? Dtype::fp16 : Dtype::bf16;
-    add.flops = parameters;
-    add.hbm_bytes = (config_.training.bytes_per_value + 2 * partition_.gradient_bytes_per_value) * parameters;
-    return add;
+    return gradient_add("main_grad.add", config_.training.fp16 ? Dtype::fp16 : Dtype::bf16, parameters,
+                        config_.training.bytes_per_value, partition_.gradient_bytes_per_value);
   }
   void forward(const PipelinePass& pass);
   void backward(const PipelinePass& pass, bool last_of_chunk);

@@ -1,6 +1,7 @@
 #include "workloads/step_compiler.h"
 
 #include "topology/json_input.h"
+#include "workloads/kernel_specs.h"
 #include "workloads/memory_model.h"
 #include "workloads/model_parallel_step.h"
 #include "workloads/op_writer.h"
@@ -356,6 +357,17 @@ void StepBuilder::backward(int micro_batch, bool last) {
       }
       run(work.recompute, name + "recompute.", deps, routed);
       run(work.backward, name, deps, routed);
+      // From the second micro-batch on, each rank adds the new gradient into
+      // the 1/f_G it keeps between micro-batches, in place: whole gradients
+      // (f_G 1) are PyTorch's param.grad, which AccumulateGrad adds into
+      // before any hook reduces it; a sharded one is added after its
+      // reduction, on the reduction's stream, charged here to the compute
+      // stream, where the Program's kernels run.
+      if (micro_batch > 0 && work.parameters > 0) {
+        run({gradient_add("grad.accumulate", config_.training.fp16 ? Dtype::fp16 : Dtype::bf16,
+                          work.parameters / states_of(module).factors.gradients, e_, e_)},
+            name, deps, routed);
+      }
       if (activation_alloc_[module]) {
         memory(name + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
       }
