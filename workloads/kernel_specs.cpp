@@ -2,6 +2,8 @@
 
 namespace shardsim::workloads {
 
+Dtype value_dtype(const TrainingConfig& training) { return training.fp16 ? Dtype::fp16 : Dtype::bf16; }
+
 KernelSpec gemm(const std::string& name, const LayerShapes& x, double m, double n, double k) {
   KernelSpec spec;
   spec.name = name;

@@ -9,6 +9,10 @@
 
 namespace shardsim::workloads {
 
+// The dtype of activations, gradients and element-wise work under the
+// training's precision (fp8 touches only GEMMs).
+Dtype value_dtype(const TrainingConfig& training);
+
 // One GPU's part of a micro-batch: `tokens` it holds (the micro-batch's, or
 // its share of the sequence), the whole `sequence` and `batch`, its widths
 // under tensor parallelism (`query`, `kv`, `ffn`, `vocab`, `heads`), `e`

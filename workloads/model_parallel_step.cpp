@@ -65,8 +65,8 @@ class StageBuilder : PipelineStageWriter {
   // gradients: main_grad.add_(param.grad), a pass that reads both and writes
   // the main gradient.
   KernelSpec main_grad_add(double parameters) const {
-    return gradient_add("main_grad.add", config_.training.fp16 ? Dtype::fp16 : Dtype::bf16, parameters,
-                        config_.training.bytes_per_value, partition_.gradient_bytes_per_value);
+    return gradient_add("main_grad.add", value_dtype(config_.training), parameters, config_.training.bytes_per_value,
+                        partition_.gradient_bytes_per_value);
   }
   void forward(const PipelinePass& pass);
   void backward(const PipelinePass& pass, bool last_of_chunk);

@@ -364,7 +364,7 @@ void StepBuilder::backward(int micro_batch, bool last) {
       // reduction, on the reduction's stream, charged here to the compute
       // stream, where the Program's kernels run.
       if (micro_batch > 0 && work.parameters > 0) {
-        run({gradient_add("grad.accumulate", config_.training.fp16 ? Dtype::fp16 : Dtype::bf16,
+        run({gradient_add("grad.accumulate", value_dtype(config_.training),
                           work.parameters / states_of(module).factors.gradients, e_, e_)},
             name, deps, routed);
       }

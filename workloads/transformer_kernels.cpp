@@ -82,7 +82,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   x.vocab = static_cast<double>((model.vocab + t - 1) / t);
   x.heads = model.heads / t;
   x.e = training.bytes_per_value;
-  x.dtype = training.fp16 ? Dtype::fp16 : Dtype::bf16;
+  x.dtype = value_dtype(training);
   x.gemm_dtype = training.fp8_gemms ? Dtype::fp8 : x.dtype;
   x.hidden_dropout = training.drops_hidden();
   const double T = x.tokens, h = x.hidden;
