@@ -33,7 +33,7 @@ TEST_CASE("each count's row is the search's fastest plan, priced on the budget",
   tiny.request.simulate_pareto_front = false;
   sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
   const double tokens = 3e9;
-  const sim::CapacityPlan plan = sim::plan_capacity(search, tiny.request, {16, 8}, {tokens, {}});
+  const sim::CapacityPlan plan = sim::plan_capacity(search, tiny.request, {16, 8}, sim::TrainingBudget{tokens, {}, {}});
 
   // 64 sequences of 1024 tokens a step: ceil(3e9 / 65536) = 45777 steps.
   const std::int64_t tokens_per_step = tiny.request.training.global_batch_tokens();
@@ -57,7 +57,13 @@ TEST_CASE("each count's row is the search's fastest plan, priced on the budget",
     CHECK(row.candidates == result.candidates.size());
     CHECK(row.step.step_seconds == result.results[best].simulation->step_seconds);
     CHECK(row.training_seconds == Approx(45777 * row.step.step_seconds).epsilon(1e-12));
-    CHECK(row.gpu_hours == Approx(row.gpus * 45777 * row.step.step_seconds / 3600).epsilon(1e-12));
+    // Interruptions at the default rates, on the model's 14 bytes a parameter.
+    const double state_bytes = 14.0 * static_cast<double>(workloads::count_parameters(tiny.request.model).total());
+    const sim::Goodput expected = sim::expected_goodput({}, row.gpus, state_bytes, row.training_seconds);
+    CHECK(row.interruptions.ettr == Approx(expected.ettr).epsilon(1e-12));
+    CHECK(row.interruptions.ettr < 1);
+    CHECK(row.interruptions.wall_seconds == Approx(row.training_seconds / row.interruptions.ettr).epsilon(1e-12));
+    CHECK(row.gpu_hours == Approx(row.gpus * row.interruptions.wall_seconds / 3600).epsilon(1e-12));
     // No plan at this count the search simulated beats it.
     for (std::size_t i : result.ranked) CHECK(result.results[i].simulation->step_seconds >= row.step.step_seconds);
   }
@@ -71,7 +77,7 @@ TEST_CASE("each count's row is the search's fastest plan, priced on the budget",
   std::size_t cheapest = 0, fastest = 0;
   for (std::size_t i = 1; i < plan.rows.size(); ++i) {
     if (plan.rows[i].gpu_hours < plan.rows[cheapest].gpu_hours) cheapest = i;
-    if (plan.rows[i].training_seconds < plan.rows[fastest].training_seconds) fastest = i;
+    if (plan.rows[i].interruptions.wall_seconds < plan.rows[fastest].interruptions.wall_seconds) fastest = i;
   }
   CHECK(plan.cheapest == cheapest);
   CHECK(plan.fastest == fastest);
@@ -84,13 +90,13 @@ TEST_CASE("the fewest GPUs in time is the smallest count that finishes by the de
   tiny.request.simulate_pareto_front = false;
   sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
   const double tokens = 1e9;
-  const sim::CapacityPlan open = sim::plan_capacity(search, tiny.request, {8, 16}, {tokens, {}});
+  const sim::CapacityPlan open = sim::plan_capacity(search, tiny.request, {8, 16}, sim::TrainingBudget{tokens, {}, {}});
   REQUIRE(open.rows.size() == 2);
-  const double on_8 = open.rows[0].training_seconds, on_16 = open.rows[1].training_seconds;
+  const double on_8 = open.rows[0].interruptions.wall_seconds, on_16 = open.rows[1].interruptions.wall_seconds;
   REQUIRE(on_16 < on_8);  // 16 GPUs train the fixed batch faster
 
   const auto fewest = [&](double deadline) {
-    return sim::plan_capacity(search, tiny.request, {8, 16}, {tokens, deadline}).fewest_in_time;
+    return sim::plan_capacity(search, tiny.request, {8, 16}, sim::TrainingBudget{tokens, deadline, {}}).fewest_in_time;
   };
   CHECK(fewest(on_8) == std::optional<std::size_t>(0));          // exactly on time counts
   CHECK(fewest((on_8 + on_16) / 2) == std::optional<std::size_t>(1));
@@ -98,10 +104,33 @@ TEST_CASE("the fewest GPUs in time is the smallest count that finishes by the de
   CHECK_THROWS_AS(fewest(0), std::invalid_argument);
 }
 
+TEST_CASE("a job on more GPUs fails more often, so it keeps less of its wall time", "[capacity]") {
+  TinySearch tiny;
+  tiny.request.simulate = 2;
+  tiny.request.simulate_pareto_front = false;
+  sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
+  sim::TrainingBudget budget{1e9, {}, {}};
+  budget.reliability.failures_per_gpu_day = 0.05;  // a job of 8 fails every 2.4 days
+  const sim::CapacityPlan plan = sim::plan_capacity(search, tiny.request, {8, 16}, budget);
+  REQUIRE(plan.rows.size() == 2);
+  CHECK(plan.rows[1].interruptions.job_failures_per_second == Approx(2 * plan.rows[0].interruptions.job_failures_per_second));
+  CHECK(plan.rows[1].interruptions.ettr < plan.rows[0].interruptions.ettr);
+
+  budget.reliability.failures_per_gpu_day = 0;
+  const sim::CapacityPlan reliable = sim::plan_capacity(search, tiny.request, {8, 16}, budget);
+  for (const sim::CapacityRow& row : reliable.rows) {
+    CHECK(row.interruptions.ettr == 1);
+    CHECK(row.interruptions.wall_seconds == row.training_seconds);
+    CHECK(row.gpu_hours == Approx(row.gpus * row.training_seconds / 3600).epsilon(1e-12));
+  }
+  budget.reliability.restart_seconds = -1;
+  CHECK_THROWS_WITH(sim::plan_capacity(search, tiny.request, {8}, budget), Catch::Contains("restart seconds"));
+}
+
 TEST_CASE("counts without a plan say why, and counts the cluster cannot hold are refused", "[capacity]") {
   TinySearch starved(1e6);  // 1 MB a GPU: nothing fits
   sim::PlanSearch none(*starved.cluster, *starved.router, starved.profile);
-  const sim::CapacityPlan empty = sim::plan_capacity(none, starved.request, {16}, {1e9, {}});
+  const sim::CapacityPlan empty = sim::plan_capacity(none, starved.request, {16}, sim::TrainingBudget{1e9, {}, {}});
   REQUIRE(empty.rows.size() == 1);
   CHECK_FALSE(empty.rows[0].best.has_value());
   CHECK_FALSE(empty.fastest.has_value());
@@ -120,12 +149,12 @@ TEST_CASE("counts without a plan say why, and counts the cluster cannot hold are
   TinySearch odd;
   odd.request.space.micro_batch_sizes = {3};
   sim::PlanSearch search(*odd.cluster, *odd.router, odd.profile);
-  const sim::CapacityPlan split = sim::plan_capacity(search, odd.request, {16}, {1e9, {}});
+  const sim::CapacityPlan split = sim::plan_capacity(search, odd.request, {16}, sim::TrainingBudget{1e9, {}, {}});
   CHECK(split.rows[0].no_plan_reason.find("micro-batches") != std::string::npos);
 
   const auto refusal = [&](int gpus) {
     try {
-      sim::plan_capacity(search, odd.request, {8, gpus}, {1e9, {}});
+      sim::plan_capacity(search, odd.request, {8, gpus}, sim::TrainingBudget{1e9, {}, {}});
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }

@@ -8,6 +8,7 @@
 #include "sim/cli/byte_size.h"
 #include "sim/cli/mpi_session.h"
 #include "sim/cli/progress_bar.h"
+#include "sim/cli/reliability_options.h"
 #include "sim/cli/search_space_options.h"
 #include "sim/cli/token_count.h"
 #include "sim/search/capacity_output.h"
@@ -36,6 +37,7 @@ struct CapacityOptions {
   std::string tokens;
   std::string gpus;  // default: a node, doubling, up to the cluster
   std::optional<double> deadline_days;
+  sim::ReliabilityInputs reliability;
   std::size_t simulate = 8;
   SearchSpaceOptions space;
   std::string csv;
@@ -49,6 +51,7 @@ int capacity(const CapacityOptions& options, int rank, int processes) {
   }
   sim::TrainingBudget budget;
   budget.tokens = parse_token_count("--tokens", options.tokens);
+  budget.reliability = options.reliability;
   if (options.deadline_days) {
     if (!(*options.deadline_days > 0) || !std::isfinite(*options.deadline_days)) {
       throw std::invalid_argument("--deadline-days: must be a positive number of days, got " +
@@ -119,8 +122,10 @@ void add_capacity_command(CLI::App& app, int& exit_code) {
       "Each GPU count gets the search of `shardsim search` (the same plan space and options); its fastest plan\n"
       "that fits sets the step time, and the token budget at the training config's global batch sets the\n"
       "steps. The table gives days and GPU-hours per count, then the fewest GPUs that finish by the deadline,\n"
-      "the count that spends the fewest GPU-hours, and the fastest. Days are at the simulated step rate:\n"
-      "failures, restarts, checkpoints and evaluation are not in them. Exit code 1 when no count has a plan\n"
+      "the count that spends the fewest GPU-hours, and the fastest. Days are at the simulated step rate plus\n"
+      "what interruptions cost at the count: a job on n GPUs fails n times as often as one GPU, each failure\n"
+      "costs a restart and the work since the last checkpoint, and checkpoints come at the interval that keeps\n"
+      "the most time (Daly's optimum). Evaluation is not in them. Exit code 1 when no count has a plan\n"
       "that fits, 2 on bad input or a GPU count the cluster cannot hold.");
   command->add_option("--cluster", options->cluster, "Cluster JSON file or preset")->capture_default_str();
   command->add_option("--model", options->model, "Model JSON, HF config.json or preset")->capture_default_str();
@@ -138,6 +143,7 @@ void add_capacity_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
   add_search_space_options(*command, options->space);
+  add_reliability_options(*command, options->reliability);
   command->add_option("--csv", options->csv, "Write one row per GPU count as CSV");
   command->add_flag("--json", options->json, "Print the plan as JSON");
   command->callback([options, &exit_code] {

@@ -5,23 +5,27 @@
 #include "sim/cli/index_list.h"
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
+#include "sim/cli/reliability_options.h"
 #include "sim/cli/step_table.h"
 #include "sim/cli/token_count.h"
 #include "sim/search/plan_space.h"
 #include "sim/step/chakra_trace.h"
 #include "sim/step/chrome_trace.h"
 #include "sim/step/hdf5_timeline.h"
+#include "sim/step/interruptions.h"
 #include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
 #include "sim/step/training_time.h"
 #include "topology/cluster.h"
 #include "topology/placement.h"
 #include "topology/routing.h"
+#include "workloads/model.h"
 #include "workloads/step_compiler.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -44,6 +48,7 @@ struct RunOptions {
   std::string chakra;  // a file prefix
   int breakdown_rank = 0;
   std::string tokens;  // a training budget to price the step on
+  sim::ReliabilityInputs reliability;  // and what interrupts it
   bool json = false;
 };
 
@@ -76,6 +81,25 @@ void write_chakra_traces(const std::string& prefix, const workloads::Program& pr
   }
   writer.write_comm_groups(files.next(prefix + ".json"));
   files.commit();
+}
+
+// What failures add to the budget's time, under the training line.
+void print_interruptions(const sim::ReliabilityInputs& inputs, const sim::Goodput& g, int gpus) {
+  if (g.job_failures_per_second == 0) {
+    std::printf("%-30s %12s no failures (--failures-per-gpu-day 0)\n", "with interruptions", "");
+    return;
+  }
+  if (!std::isfinite(g.wall_seconds)) {
+    std::printf("%-30s %12s never finishes: the job fails every %.3g s and a restart takes %.3g s\n",
+                "with interruptions", "", 1 / g.job_failures_per_second, g.restart_seconds);
+    return;
+  }
+  std::printf("%-30s %12.2f days, %.0f GPU-hours, ETTR %.1f %%: %.1f expected failures (one every %.1f h on %d GPUs at "
+              "%.3g per GPU-day), %.0f s restarts, %.1f s checkpoints every %.1f min\n",
+              "with interruptions", g.wall_seconds / sim::kSecondsPerDay, gpus * g.wall_seconds / sim::kSecondsPerHour,
+              100 * g.ettr, g.expected_failures, 1 / g.job_failures_per_second / sim::kSecondsPerHour, gpus,
+              inputs.failures_per_gpu_day, g.restart_seconds, g.checkpoint_seconds,
+              g.checkpoint_interval_seconds / 60);
 }
 
 int run_step(const RunOptions& options) {
@@ -126,12 +150,18 @@ int run_step(const RunOptions& options) {
   summary_json["profile"] = profile.name;
   summary_json["network"] = options.network;
   std::optional<sim::TrainingTime> training;
+  sim::Goodput interruptions;
   if (tokens > 0 && !timeline.out_of_memory) {
     training = sim::training_time(tokens, step.training.global_batch_tokens(), summary.step_seconds, step.ranks());
+    const double state_bytes = static_cast<double>(workloads::count_parameters(step.model).total()) *
+                               sim::checkpoint_bytes_per_parameter(step.training.bytes_per_value);
+    interruptions = sim::expected_goodput(options.reliability, step.ranks(), state_bytes, training->seconds);
     summary_json["training_budget"] = {{"tokens", tokens},
                                        {"steps", training->steps},
                                        {"seconds", training->seconds},
-                                       {"gpu_hours", training->gpu_hours}};
+                                       {"gpu_hours", training->gpu_hours},
+                                       {"reliability", sim::reliability_to_json(options.reliability)},
+                                       {"interruptions", sim::goodput_to_json(interruptions)}};
   }
 
   if (!options.trace.empty()) {
@@ -149,6 +179,7 @@ int run_step(const RunOptions& options) {
                   "checkpoints or evaluation)\n",
                   ("training on " + options.tokens + " tokens").c_str(), training->seconds / sim::kSecondsPerDay,
                   static_cast<long long>(training->steps), training->gpu_hours);
+      print_interruptions(options.reliability, interruptions, step.ranks());
     }
   }
   return timeline.out_of_memory ? 1 : 0;
@@ -192,6 +223,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->type_name("PREFIX");
   command->add_option("--tokens", options->tokens,
                       "Price the step on a training budget, e.g. 300B, 1.4T: steps, days, GPU-hours");
+  add_reliability_options(*command, options->reliability);
   command->add_flag("--json", options->json, "Print one JSON object instead of the table");
   command->callback([options, &exit_code] { exit_code = run_step(*options); });
 }

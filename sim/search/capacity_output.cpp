@@ -18,8 +18,19 @@ std::string tokens_label(double tokens) {
 }
 
 std::string row_summary(const CapacityRow& row) {
-  return printf_string("%d GPUs, %.2f days, %.0f GPU-hours: %s", row.gpus, row.training_seconds / kSecondsPerDay,
+  return printf_string("%d GPUs, %.2f days, %.0f GPU-hours: %s", row.gpus, row.interruptions.wall_seconds / kSecondsPerDay,
                        row.gpu_hours, describe(*row.best).c_str());
+}
+
+// How the interruptions were priced, for the heading.
+std::string reliability_note(const ReliabilityInputs& r) {
+  if (r.failures_per_gpu_day == 0) return "no failures (--failures-per-gpu-day 0)";
+  std::string checkpoint = r.checkpoint_seconds ? printf_string("checkpoints pausing %g s", *r.checkpoint_seconds)
+                                                : printf_string("checkpoint shards written and reloaded at %.3g MB/s a GPU",
+                                                                r.checkpoint_bytes_per_second_per_gpu / 1e6);
+  return printf_string("%.3g failures per GPU-day, restarts of %g s plus the reload, %s, at the interval that keeps "
+                       "the most time (ETTR)",
+                       r.failures_per_gpu_day, r.restart_seconds, checkpoint.c_str());
 }
 
 }  // namespace
@@ -36,10 +47,11 @@ void print_capacity_table(std::ostream& out, const CapacityHeading& heading, con
   out << printf_string("# each count: the fastest plan that fits, of the %zu fastest estimates simulated on the flow "
                        "network (shardsim search)\n",
                        heading.simulate);
-  out << "# days and GPU-hours at the simulated step rate, without failures, restarts, checkpoints or evaluation; "
-         "scaling: tokens per second per GPU against the fewest GPUs with a plan\n";
-  out << printf_string("%6s %9s %7s %7s %9s %9s %11s %9s  %s\n", "GPUs", "step (s)", "MFU %", "TGS", "peak GiB", "days",
-                       "GPU-hours", "scaling %", "plan");
+  out << "# days and GPU-hours at the simulated step rate, with interruptions: " + reliability_note(plan.budget.reliability) +
+             "; evaluation not in them\n";
+  out << "# ETTR: useful time / wall time; scaling: tokens per second per GPU against the fewest GPUs with a plan\n";
+  out << printf_string("%6s %9s %7s %7s %9s %9s %7s %11s %9s  %s\n", "GPUs", "step (s)", "MFU %", "TGS", "peak GiB", "days",
+                       "ETTR %", "GPU-hours", "scaling %", "plan");
   for (std::size_t i = 0; i < plan.rows.size(); ++i) {
     const CapacityRow& row = plan.rows[i];
     if (!row.best) {
@@ -58,9 +70,10 @@ void print_capacity_table(std::ostream& out, const CapacityHeading& heading, con
       continue;
     }
     const SimulatedStep& s = row.step;
-    out << printf_string("%6d %9.4f %7.2f %7.0f %9.2f %9.2f %11.0f %9.1f  %s\n", row.gpus, s.step_seconds, 100 * s.mfu,
-                         s.tokens_per_gpu_per_second, s.peak_memory_bytes / kGiB, row.training_seconds / kSecondsPerDay,
-                         row.gpu_hours, 100 * plan.scaling_efficiency(i), describe(*row.best).c_str());
+    out << printf_string("%6d %9.4f %7.2f %7.0f %9.2f %9.2f %7.1f %11.0f %9.1f  %s\n", row.gpus, s.step_seconds,
+                         100 * s.mfu, s.tokens_per_gpu_per_second, s.peak_memory_bytes / kGiB,
+                         row.interruptions.wall_seconds / kSecondsPerDay, 100 * row.interruptions.ettr, row.gpu_hours,
+                         100 * plan.scaling_efficiency(i), describe(*row.best).c_str());
   }
   if (!plan.fastest) {
     out << "# no GPU count tried has a plan that fits\n";
@@ -74,7 +87,7 @@ void print_capacity_table(std::ostream& out, const CapacityHeading& heading, con
       const CapacityRow& fastest = plan.rows[*plan.fastest];
       out << printf_string("# no GPU count tried finishes within %g days: the fastest, %d GPUs, takes %.2f days; try more "
                            "GPUs with --gpus\n",
-                           days, fastest.gpus, fastest.training_seconds / kSecondsPerDay);
+                           days, fastest.gpus, fastest.interruptions.wall_seconds / kSecondsPerDay);
     }
   }
   out << printf_string("# fewest GPU-hours: %s\n", row_summary(plan.rows[*plan.cheapest]).c_str());
@@ -83,17 +96,20 @@ void print_capacity_table(std::ostream& out, const CapacityHeading& heading, con
 
 void write_capacity_csv(std::ostream& out, const CapacityPlan& plan) {
   out << "gpus,plan,candidate,step_seconds,mfu,tokens_per_gpu_per_second,peak_memory_bytes,training_seconds,"
-         "gpu_hours,scaling_efficiency,smallest_memory_bytes,no_plan_reason\n";
+         "wall_seconds,ettr,checkpoint_interval_seconds,expected_failures,gpu_hours,scaling_efficiency,"
+         "smallest_memory_bytes,no_plan_reason\n";
   for (std::size_t i = 0; i < plan.rows.size(); ++i) {
     const CapacityRow& row = plan.rows[i];
     out << row.gpus;
     if (row.best) {
       const SimulatedStep& s = row.step;
-      out << printf_string(",%s,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g", csv_field(row.best->plan.name).c_str(),
+      const Goodput& g = row.interruptions;
+      out << printf_string(",%s,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g", csv_field(row.best->plan.name).c_str(),
                            csv_field(describe(*row.best)).c_str(), s.step_seconds, s.mfu, s.tokens_per_gpu_per_second,
-                           s.peak_memory_bytes, row.training_seconds, row.gpu_hours, plan.scaling_efficiency(i));
+                           s.peak_memory_bytes, row.training_seconds, g.wall_seconds, g.ettr, g.checkpoint_interval_seconds,
+                           g.expected_failures, row.gpu_hours, plan.scaling_efficiency(i));
     } else {
-      out << ",,,,,,,,,";
+      out << ",,,,,,,,,,,,,";
     }
     out << printf_string(",%.9g,%s\n", row.smallest_memory_bytes, csv_field(row.no_plan_reason).c_str());
   }
@@ -110,6 +126,7 @@ nlohmann::json capacity_to_json(const CapacityHeading& heading, const CapacityPl
       entry["best"] = simulated_plan_to_json(*row.best, row.step);
       entry["best"]["candidate"] = describe(*row.best);
       entry["training_seconds"] = row.training_seconds;
+      entry["interruptions"] = goodput_to_json(row.interruptions);
       entry["gpu_hours"] = row.gpu_hours;
       entry["scaling_efficiency"] = plan.scaling_efficiency(i);
     } else {
@@ -130,6 +147,7 @@ nlohmann::json capacity_to_json(const CapacityHeading& heading, const CapacityPl
           {"steps", plan.steps},
           {"deadline_seconds", plan.budget.deadline_seconds ? nlohmann::json(*plan.budget.deadline_seconds)
                                                             : nlohmann::json(nullptr)},
+          {"reliability", reliability_to_json(plan.budget.reliability)},
           {"rows", rows},
           {"fewest_gpus_in_time", gpus_of(plan.fewest_in_time)},
           {"fewest_gpu_hours", gpus_of(plan.cheapest)},

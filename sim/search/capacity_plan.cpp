@@ -1,6 +1,7 @@
 #include "sim/search/capacity_plan.h"
 
 #include "topology/placement.h"
+#include "workloads/model.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -57,6 +58,10 @@ CapacityPlan plan_capacity(PlanSearch& search, SearchRequest request, std::vecto
   plan.budget = budget;
   plan.tokens_per_step = request.training.global_batch_tokens();
   plan.steps = steps_for_tokens(budget.tokens, plan.tokens_per_step);
+  const double checkpoint_bytes = static_cast<double>(workloads::count_parameters(request.model).total()) *
+                                  checkpoint_bytes_per_parameter(request.training.bytes_per_value);
+  // Refused before any search runs, as bad counts are.
+  expected_goodput(budget.reliability, 1, checkpoint_bytes, 0);
   for (int gpus : gpu_counts) {
     CapacityRow row;
     row.gpus = gpus;
@@ -79,21 +84,22 @@ CapacityPlan plan_capacity(PlanSearch& search, SearchRequest request, std::vecto
       row.step = *result.results[best].simulation;
       const TrainingTime time = training_time(budget.tokens, plan.tokens_per_step, row.step.step_seconds, gpus);
       row.training_seconds = time.seconds;
-      row.gpu_hours = time.gpu_hours;
+      row.interruptions = expected_goodput(budget.reliability, gpus, checkpoint_bytes, time.seconds);
+      row.gpu_hours = gpus * row.interruptions.wall_seconds / kSecondsPerHour;
     }
     plan.rows.push_back(std::move(row));
   }
 
   if (budget.deadline_seconds) {
     for (std::size_t i = 0; i < plan.rows.size(); ++i) {
-      if (plan.rows[i].best && plan.rows[i].training_seconds <= *budget.deadline_seconds) {
+      if (plan.rows[i].best && plan.rows[i].interruptions.wall_seconds <= *budget.deadline_seconds) {
         plan.fewest_in_time = i;
         break;
       }
     }
   }
   plan.cheapest = least(plan.rows, [](const CapacityRow& r) { return r.gpu_hours; });
-  plan.fastest = least(plan.rows, [](const CapacityRow& r) { return r.training_seconds; });
+  plan.fastest = least(plan.rows, [](const CapacityRow& r) { return r.interruptions.wall_seconds; });
   return plan;
 }
 

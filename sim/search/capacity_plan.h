@@ -6,12 +6,14 @@
 // The global batch stays the training config's at every count: it is a
 // hyperparameter of the run, not a systems choice. More GPUs then means fewer
 // micro-batches per GPU (and, below one sequence per GPU, sequence or context
-// parallelism), so past some count a step stops getting shorter. Times are at
-// the simulated step rate: failures, restarts, checkpoints and evaluation are
-// not in them.
+// parallelism), so past some count a step stops getting shorter. Wall times
+// add what interruptions cost at the count (sim/step/interruptions.h): a job
+// on more GPUs fails more often, so GPU-hours grow past the step's scaling.
+// Evaluation is not in them.
 #pragma once
 
 #include "sim/search/plan_search.h"
+#include "sim/step/interruptions.h"
 #include "sim/step/training_time.h"
 
 #include <cstdint>
@@ -24,6 +26,7 @@ namespace shardsim::sim {
 struct TrainingBudget {
   double tokens = 0;                       // to train on
   std::optional<double> deadline_seconds;  // wall time the training must fit in
+  ReliabilityInputs reliability;           // what interrupts it
 };
 
 struct CapacityRow {
@@ -32,7 +35,8 @@ struct CapacityRow {
   std::optional<Candidate> best;      // none when no plan fits or none exists
   SimulatedStep step;                 // best's, on the flow network
   double training_seconds = 0;        // the budget's steps x step time
-  double gpu_hours = 0;               // gpus x training_seconds / 3600
+  Goodput interruptions;              // their cost to it: wall time, ETTR, checkpoint interval
+  double gpu_hours = 0;               // gpus x the wall time / 3600: what the job holds
   double smallest_memory_bytes = 0;   // what the least hungry plan needs (memory model)
   std::string no_plan_reason;         // why no plan exists at this count (batch does not split)
 };
@@ -42,9 +46,9 @@ struct CapacityPlan {
   std::int64_t tokens_per_step = 0;
   std::int64_t steps = 0;
   std::vector<CapacityRow> rows;             // ascending GPU counts
-  std::optional<std::size_t> fewest_in_time;  // fewest GPUs that finish by the deadline
+  std::optional<std::size_t> fewest_in_time;  // fewest GPUs whose wall time meets the deadline
   std::optional<std::size_t> cheapest;        // fewest GPU-hours (ties: fewer GPUs)
-  std::optional<std::size_t> fastest;         // shortest training (ties: fewer GPUs)
+  std::optional<std::size_t> fastest;         // shortest wall time (ties: fewer GPUs)
 
   // Tokens per second per GPU at `row` over that of the fewest GPUs with a
   // plan: 1 is perfect strong scaling. 0 for a row without a plan.

@@ -5,12 +5,6 @@
 
 namespace shardsim::sim {
 
-namespace {
-
-constexpr double kSecondsPerHour = 3600;
-
-}  // namespace
-
 std::int64_t steps_for_tokens(double tokens, std::int64_t tokens_per_step) {
   if (!(tokens > 0) || !std::isfinite(tokens)) throw std::invalid_argument("the token budget must be positive");
   if (tokens_per_step <= 0) throw std::invalid_argument("a step must train on at least one token");

@@ -1,7 +1,7 @@
 // What training on a token budget costs at a simulated step: whole steps of
-// the global batch, their wall time, and the GPU-hours they hold. At the
-// simulated step rate: failures, restarts, checkpoints and evaluation are
-// not in it.
+// the global batch, their time, and the GPU-hours they hold. At the simulated
+// step rate: what failures, restarts and checkpoints add is
+// sim/step/interruptions.h's.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@ namespace shardsim::sim {
 
 // Training times are told in days; a deadline is given in them.
 inline constexpr double kSecondsPerDay = 86400;
+inline constexpr double kSecondsPerHour = 3600;  // GPU-hours
 
 struct TrainingTime {
   std::int64_t steps = 0;
