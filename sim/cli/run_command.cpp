@@ -19,7 +19,6 @@
 #include "topology/cluster.h"
 #include "topology/placement.h"
 #include "topology/routing.h"
-#include "workloads/model.h"
 #include "workloads/step_compiler.h"
 
 #include <CLI/CLI.hpp>
@@ -153,9 +152,8 @@ int run_step(const RunOptions& options) {
   sim::Goodput interruptions;
   if (tokens > 0 && !timeline.out_of_memory) {
     training = sim::training_time(tokens, step.training.global_batch_tokens(), summary.step_seconds, step.ranks());
-    const double state_bytes = static_cast<double>(workloads::count_parameters(step.model).total()) *
-                               sim::checkpoint_bytes_per_parameter(step.training.bytes_per_value);
-    interruptions = sim::expected_goodput(options.reliability, step.ranks(), state_bytes, training->seconds);
+    interruptions = sim::expected_goodput(options.reliability, step.ranks(),
+                                          sim::training_state_bytes(step.model, step.training), training->seconds);
     summary_json["training_budget"] = {{"tokens", tokens},
                                        {"steps", training->steps},
                                        {"seconds", training->seconds},

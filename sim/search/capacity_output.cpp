@@ -25,7 +25,7 @@ std::string row_summary(const CapacityRow& row) {
 // How the interruptions were priced, for the heading.
 std::string reliability_note(const ReliabilityInputs& r) {
   if (r.failures_per_gpu_day == 0) return "no failures (--failures-per-gpu-day 0)";
-  std::string checkpoint = r.checkpoint_seconds ? printf_string("checkpoints pausing %g s", *r.checkpoint_seconds)
+  const std::string checkpoint = r.checkpoint_seconds ? printf_string("checkpoints pausing %g s", *r.checkpoint_seconds)
                                                 : printf_string("checkpoint shards written and reloaded at %.3g MB/s a GPU",
                                                                 r.checkpoint_bytes_per_second_per_gpu / 1e6);
   return printf_string("%.3g failures per GPU-day, restarts of %g s plus the reload, %s, at the interval that keeps "

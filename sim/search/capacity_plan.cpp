@@ -1,7 +1,6 @@
 #include "sim/search/capacity_plan.h"
 
 #include "topology/placement.h"
-#include "workloads/model.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -58,10 +57,8 @@ CapacityPlan plan_capacity(PlanSearch& search, SearchRequest request, std::vecto
   plan.budget = budget;
   plan.tokens_per_step = request.training.global_batch_tokens();
   plan.steps = steps_for_tokens(budget.tokens, plan.tokens_per_step);
-  const double checkpoint_bytes = static_cast<double>(workloads::count_parameters(request.model).total()) *
-                                  checkpoint_bytes_per_parameter(request.training.bytes_per_value);
-  // Refused before any search runs, as bad counts are.
-  expected_goodput(budget.reliability, 1, checkpoint_bytes, 0);
+  const double checkpoint_bytes = training_state_bytes(request.model, request.training);
+  check_reliability_inputs(budget.reliability);  // before any search runs, as bad counts are
   for (int gpus : gpu_counts) {
     CapacityRow row;
     row.gpus = gpus;

@@ -13,9 +13,11 @@ namespace shardsim::sim {
 
 namespace {
 
-void require_non_negative(const char* what, double value) {
-  if (!(value >= 0) || !std::isfinite(value)) {
-    throw std::invalid_argument(std::string(what) + ": must be a finite number >= 0, got " + printf_string("%g", value));
+// NaN fails both comparisons, so it is refused too.
+void require_at_least(const char* what, double value, double least, bool strict = false) {
+  if (!std::isfinite(value) || value < least || (strict && value == least)) {
+    throw std::invalid_argument(std::string(what) + ": must be a finite number " + (strict ? "> " : ">= ") +
+                                printf_string("%g", least) + ", got " + printf_string("%g", value));
   }
 }
 
@@ -23,6 +25,18 @@ void require_non_negative(const char* what, double value) {
 
 double checkpoint_bytes_per_parameter(int bytes_per_value) {
   return bytes_per_value + workloads::kOptimizerStateBytesPerParameter;
+}
+
+double training_state_bytes(const workloads::ModelSpec& model, const workloads::TrainingConfig& training) {
+  return static_cast<double>(workloads::count_parameters(model).total()) *
+         checkpoint_bytes_per_parameter(training.bytes_per_value);
+}
+
+void check_reliability_inputs(const ReliabilityInputs& inputs) {
+  require_at_least("failures per GPU-day", inputs.failures_per_gpu_day, 0);
+  require_at_least("restart seconds", inputs.restart_seconds, 0);
+  require_at_least("checkpoint bytes per second per GPU", inputs.checkpoint_bytes_per_second_per_gpu, 0, true);
+  if (inputs.checkpoint_seconds) require_at_least("checkpoint seconds", *inputs.checkpoint_seconds, 0);
 }
 
 double expected_segment_seconds(double interval_seconds, double checkpoint_seconds, double restart_seconds,
@@ -47,15 +61,9 @@ double optimal_checkpoint_interval(double checkpoint_seconds, double mean_second
 }
 
 Goodput expected_goodput(const ReliabilityInputs& inputs, int gpus, double checkpoint_bytes, double useful_seconds) {
-  require_non_negative("failures per GPU-day", inputs.failures_per_gpu_day);
-  require_non_negative("restart seconds", inputs.restart_seconds);
-  require_non_negative("checkpoint bytes", checkpoint_bytes);
-  require_non_negative("useful seconds", useful_seconds);
-  if (!(inputs.checkpoint_bytes_per_second_per_gpu > 0) || !std::isfinite(inputs.checkpoint_bytes_per_second_per_gpu)) {
-    throw std::invalid_argument("checkpoint bytes per second per GPU: must be a finite number > 0, got " +
-                                printf_string("%g", inputs.checkpoint_bytes_per_second_per_gpu));
-  }
-  if (inputs.checkpoint_seconds) require_non_negative("checkpoint seconds", *inputs.checkpoint_seconds);
+  check_reliability_inputs(inputs);
+  require_at_least("checkpoint bytes", checkpoint_bytes, 0);
+  require_at_least("useful seconds", useful_seconds, 0);
   if (gpus < 1) throw std::invalid_argument("a job needs at least one GPU, got " + std::to_string(gpus));
 
   Goodput goodput;

@@ -17,6 +17,9 @@
 // sqrt(2 delta M).
 #pragma once
 
+#include "workloads/model.h"
+#include "workloads/training.h"
+
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -58,6 +61,13 @@ struct Goodput {
 // The training state a checkpoint saves, per parameter: the weights in the
 // training dtype and the optimizer's fp32 master weights and Adam moments.
 double checkpoint_bytes_per_parameter(int bytes_per_value);
+
+// What a checkpoint of `model` trained as `training` saves, all shards together.
+double training_state_bytes(const workloads::ModelSpec& model, const workloads::TrainingConfig& training);
+
+// std::invalid_argument naming the input that is negative or not finite (the
+// bandwidth: not positive).
+void check_reliability_inputs(const ReliabilityInputs& inputs);
 
 // The expected cost of interruptions to `useful_seconds` of training on `gpus`
 // GPUs whose training state is `checkpoint_bytes` in all, written in shards of
