@@ -233,7 +233,6 @@ TEST_CASE("launches shardsim cannot simulate are refused naming the file and the
       {"--micro-batch-size 1 --context-parallel-size 3",
        "--context-parallel-size (line 1): tensor x pipeline x context = 3 does not divide the 16 GPUs"},
       {"--micro-batch-size 1 --expert-model-parallel-size 2", "--expert-model-parallel-size (line 1): expert parallelism"},
-      {"--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 10", "uneven pipeline stages"},
       {"--micro-batch-size 1 --use-torch-fsdp2", "--use-torch-fsdp2 (line 1): Megatron's FSDP"},
       {"--micro-batch-size 1 --use-distributed-optimizer --overlap-param-gather",
        "--overlap-param-gather (line 1): needs --use-distributed-optimizer and --overlap-grad-reduce"},

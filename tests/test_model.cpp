@@ -41,6 +41,13 @@ TEST_CASE("preset parameter counts are the published ones", "[model]") {
   REQUIRE(total("llama-65b") == 65'285'660'672);
   // LLaMA-2-70B: grouped-query attention, 8 key-value heads: 69.0B.
   REQUIRE(total("llama2-70b") == 68'976'648'192);
+  // Llama 3: the same layers with 8 key-value heads and untied 128,256 x h
+  // embeddings: 8.03B, 70.6B, 405.9B (the released checkpoints' counts).
+  REQUIRE(total("llama3-8b") == 32 * (2 * 4096LL * 4096 + 2 * 4096LL * 1024 + 3 * 4096LL * 14336 + 2 * 4096) +
+                                    2 * 128256LL * 4096 + 4096);
+  REQUIRE(total("llama3-8b") == 8'030'261'248);
+  REQUIRE(total("llama3-70b") == 70'553'706'496);
+  REQUIRE(total("llama3-405b") == 405'853'388'800);
   // GPT-3: (12h^2 + 13h) per layer, 50257 x h tied embedding and 2048 x h
   // learned positions, a final LayerNorm: 174.6B ("175B").
   REQUIRE(total("gpt3-175b") == 174'604'259'328);

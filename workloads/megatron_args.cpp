@@ -2,10 +2,12 @@
 
 #include "topology/json_input.h"
 #include "topology/presets.h"
+#include "workloads/pipeline_split.h"
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -260,10 +262,10 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   flags.refuse_above_one("expert_model_parallel_size",
                          "expert parallelism is modelled under the data-parallel systems only (plan \"experts\" "
                          "block), not yet with Megatron-LM's tensor and pipeline parallelism");
-  for (const char* field : {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-                            "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                            "pipeline_model_parallel_layout"}) {
-    if (flags.has(field)) flags.fail(field, "uneven pipeline stages are not modelled: every stage gets L / PP layers");
+  if (flags.has("pipeline_model_parallel_layout")) {
+    flags.fail("pipeline_model_parallel_layout",
+               "a layer-by-layer layout is not read: give the split as --decoder-first/last-pipeline-num-layers or "
+               "--account-for-embedding/loss-in-pipeline-split");
   }
   for (const char* field : {"use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"}) {
     if (flags.on(field)) flags.fail(field, "Megatron's FSDP is not read from flags: simulate it with --plan fsdp-full-shard");
@@ -305,6 +307,27 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   }
   if (mp.virtual_stages > 1 && mp.pipeline < 2) {
     flags.fail("pipeline_model_parallel_size", "the interleaved schedule needs at least 2 pipeline stages");
+  }
+  const auto stage_layers = [&](const char* field) -> std::optional<int> {
+    const auto value = flags.integer(field, 0);
+    if (value && *value > layers) {
+      flags.fail(field, "must be at most the model's " + std::to_string(layers) + " layers, got " + std::to_string(*value));
+    }
+    return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
+  };
+  mp.first_stage_layers = stage_layers("decoder_first_pipeline_num_layers");
+  mp.last_stage_layers = stage_layers("decoder_last_pipeline_num_layers");
+  mp.account_for_embedding = flags.on("account_for_embedding_in_pipeline_split");
+  mp.account_for_loss = flags.on("account_for_loss_in_pipeline_split");
+  const PipelineSplit split = split_pipeline(mp, static_cast<int>(layers), model.name);
+  if (!split.ok()) {
+    const std::map<std::string, std::string> flag_of_option = {
+        {"", "pipeline_model_parallel_size"},
+        {"first_stage_layers", "decoder_first_pipeline_num_layers"},
+        {"last_stage_layers", "decoder_last_pipeline_num_layers"},
+        {"account_for_embedding", "account_for_embedding_in_pipeline_split"},
+        {"account_for_loss", "account_for_loss_in_pipeline_split"}};
+    flags.fail(flag_of_option.at(split.option), split.problem);
   }
   mp.sequence_parallel = flags.on("sequence_parallel");
   if (mp.sequence_parallel && mp.tensor == 1) {
@@ -368,7 +391,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   if (granularity == "full") {
     const auto method = flags.choice("recompute_method", {"uniform", "block"});
     if (!method) flags.fail("recompute_granularity", "full needs --recompute-method uniform or block");
-    const std::int64_t chunk_layers = layers / (mp.pipeline * mp.virtual_stages);
+    const std::int64_t chunk_layers = *std::max_element(split.layers.begin(), split.layers.end());
     const std::int64_t count = flags.integer("recompute_num_layers").value_or(*method == "uniform" ? 1 : 0);
     if (*method == "block" && count < chunk_layers) {
       flags.fail("recompute_num_layers",

@@ -4,6 +4,7 @@
 #include "workloads/kernel_specs.h"
 #include "workloads/memory_model.h"
 #include "workloads/pipeline_schedule.h"
+#include "workloads/pipeline_split.h"
 #include "workloads/pipeline_stage_writer.h"
 #include "workloads/transformer_kernels.h"
 
@@ -269,13 +270,8 @@ std::vector<int> stage_of_rank(const ModelParallelLayout& layout) {
 ModelParallelPartition partition_model(const StepConfig& config) {
   const ModelParallelism& mp = config.plan.model_parallel;
   const ModelSpec& model = config.model;
-  const int chunks_total = mp.pipeline * mp.virtual_stages;
-  if (model.layers % chunks_total != 0) {
-    throw_input_error(config.plan_file, "model_parallel",
-                      "pipeline x virtual_stages = " + std::to_string(chunks_total) + " must divide the " +
-                          std::to_string(model.layers) + " layers of " + model.name);
-  }
   ModelParallelPartition partition;
+  partition.virtual_stage_layers = virtual_stage_layers(mp, model.layers, model.name, config.plan_file);
   // The distributed optimizer shards over the data x context-parallel GPUs,
   // which all hold the same parameters; the batch splits over data alone.
   partition.factors =
@@ -302,13 +298,21 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   const double tokens = static_cast<double>(config.training.tokens_per_micro_batch());
   partition.boundary_bytes = config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) /
                              (mp.sequence_shards() * mp.context);
-  const int layers_per_chunk = model.layers / chunks_total;
+  // The virtual stage of each layer; the embedding goes with the first
+  // virtual stage, the output layer with the last.
+  const int chunks_total = mp.pipeline * mp.virtual_stages;
+  std::vector<int> stage_of_layer;
+  for (int vs = 0; vs < chunks_total; ++vs) {
+    stage_of_layer.insert(stage_of_layer.end(), static_cast<std::size_t>(partition.virtual_stage_layers[static_cast<std::size_t>(vs)]), vs);
+  }
   partition.chunks.assign(static_cast<std::size_t>(mp.pipeline),
                           std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(mp.virtual_stages)));
   partition.stage_parameters.assign(static_cast<std::size_t>(mp.pipeline), 0.0);
   for (std::size_t m = 0; m < partition.modules.size(); ++m) {
-    const int layer = std::clamp(partition.modules[m].layer, 0, model.layers - 1);  // embedding with the first, head with the last
-    const int virtual_stage = layer / layers_per_chunk;
+    const int layer = partition.modules[m].layer;
+    const int virtual_stage = layer < 0               ? 0
+                              : layer >= model.layers ? chunks_total - 1
+                                                      : stage_of_layer[static_cast<std::size_t>(layer)];
     const int stage = virtual_stage % mp.pipeline;
     partition.chunks[static_cast<std::size_t>(stage)][static_cast<std::size_t>(virtual_stage / mp.pipeline)].push_back(m);
     partition.stage_parameters[static_cast<std::size_t>(stage)] += partition.modules[m].parameters;
@@ -398,6 +402,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   if (c > 1) program.description["context_parallel"] = c;
   program.description["pipeline_parallel"] = mp.pipeline;
   program.description["virtual_stages"] = mp.virtual_stages;
+  if (uneven_pipeline(mp)) program.description["virtual_stage_layers"] = partition.virtual_stage_layers;
   program.description["sequence_parallel"] = mp.sequence_parallel;
   program.description["tp_comm_overlap"] = mp.tp_comm_overlap;
   if (!mp.gradient_accumulation_fusion) program.description["gradient_accumulation_fusion"] = false;

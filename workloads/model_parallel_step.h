@@ -86,8 +86,11 @@ struct ModelParallelPartition {
   ShardingFactors factors;               // over the data-parallel group
   std::int64_t micro_batches = 1;        // per step, per pipeline
   std::vector<ModuleWork> modules;       // one GPU's part (transformer_kernels.h)
-  // [stage][chunk]: module indices in forward order; chunk c of stage s is
-  // virtual stage c p + s, its layers L / (p v) consecutive ones.
+  // Layers per virtual stage (pipeline_split.h); chunk c of stage s is
+  // virtual stage c p + s.
+  std::vector<int> virtual_stage_layers;
+  // [stage][chunk]: module indices in forward order, each chunk a run of
+  // consecutive layers.
   std::vector<std::vector<std::vector<std::size_t>>> chunks;
   std::vector<double> stage_parameters;  // one GPU's parameters, per stage
   double tied_embedding_parameters = 0;  // the last stage's copy (tied, p > 1)
@@ -106,7 +109,7 @@ ModelParallelPartition partition_model(const StepConfig& config);
 std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config);
 
 // Throws InputError naming the plan file when the layers do not split into
-// pipeline x virtual_stages equal chunks, the micro-batches of an interleaved
+// chunks as the plan says (pipeline_split.h), the micro-batches of an interleaved
 // schedule are not a multiple of the stages, or tensor parallelism does not
 // divide the heads or the MLP width.
 Program compile_model_parallel_step(const StepConfig& config);

@@ -148,6 +148,16 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
         mp.gradient_accumulation_fusion = parallel.boolean("gradient_accumulation_fusion");
       }
       if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
+      const auto stage_layers = [&](const std::string& key) -> std::optional<int> {
+        if (!parallel.has(key)) return std::nullopt;
+        const std::int64_t value = parallel.non_negative_integer(key);
+        if (value > (1 << 20)) parallel.fail(key, "must be at most 1048576, got " + std::to_string(value));
+        return static_cast<int>(value);
+      };
+      mp.first_stage_layers = stage_layers("first_stage_layers");
+      mp.last_stage_layers = stage_layers("last_stage_layers");
+      if (parallel.has("account_for_embedding")) mp.account_for_embedding = parallel.boolean("account_for_embedding");
+      if (parallel.has("account_for_loss")) mp.account_for_loss = parallel.boolean("account_for_loss");
       parallel.finish();
       if (zero_pipeline && mp.context != 1) {
         reader.fail("model_parallel.context_parallel", "context parallelism is Megatron-LM's (system \"megatron\")");

@@ -71,6 +71,18 @@
 // training) main gradients themselves; off, every micro-batch's gradients
 // land in param.grad and a hook adds them into main_grad, a pass over the
 // stage's parameters (model_parallel_step.h).
+// Stages split the layers evenly unless told otherwise, as Megatron-LM's
+// uneven-pipeline options do (pipeline_split.h): first_stage_layers /
+// last_stage_layers (--decoder-first/last-pipeline-num-layers) give the
+// first / last stage that many layers; account_for_embedding /
+// account_for_loss (--account-for-embedding/loss-in-pipeline-split) count
+// the embedding / the output layer and loss as one layer of the even split.
+// Llama 3 405B's 126 layers over 16 stages of 8 chunks, one layer per chunk
+// and none beside the embedding and the output layer:
+//
+//   "model_parallel": {"tensor": 8, "pipeline": 16, "virtual_stages": 8,
+//                      "account_for_embedding": true, "account_for_loss": true}
+//
 // "pipeline" and "tensor" are required in the block, the rest optional.
 //
 // System "zero_pipeline" is ZeroPP (Tang et al. 2024; TECHNIQUES.md section
@@ -120,6 +132,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -168,6 +181,9 @@ struct ModelParallelism {
   int ulysses = 1;  // DeepSpeed-Ulysses sequence parallelism (data-parallel systems)
   int context = 1;  // Megatron-LM context parallelism (ring attention)
   bool gradient_accumulation_fusion = true;  // Megatron-LM: wgrad GEMMs accumulate into main_grad
+  // Uneven pipeline stages (pipeline_split.h); unset / false: L / p layers each.
+  std::optional<int> first_stage_layers = std::nullopt, last_stage_layers = std::nullopt;
+  bool account_for_embedding = false, account_for_loss = false;
 
   int gpus_per_replica() const { return tensor * pipeline * context; }
   // How many ways hidden states between blocks are split along the sequence.

@@ -2,6 +2,7 @@
 
 #include "workloads/model_parallel_step.h"
 #include "workloads/pipeline_schedule.h"
+#include "workloads/pipeline_split.h"
 #include "workloads/pipeline_stage_writer.h"
 #include "workloads/transformer_kernels.h"
 
@@ -449,6 +450,7 @@ Program compile_zero_pipeline_step(const StepConfig& config) {
                                     {"parameter_broadcast", config.plan.overlap.parameter_broadcast}};
   program.description["pipeline_parallel"] = p;
   program.description["virtual_stages"] = mp.virtual_stages;
+  if (uneven_pipeline(mp)) program.description["virtual_stage_layers"] = partition.virtual_stage_layers;
   program.description["scheduling_unit"] = mp.scheduling_unit;
   return program;
 }

@@ -1,6 +1,8 @@
 #include "sim/cli/step_table.h"
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace shardsim::cli {
 
@@ -16,6 +18,19 @@ void print_memory(const sim::MemoryBytes& bytes) {
                   value / kGiB);
     }
   }
+}
+
+// Uneven pipelines: each stage's layers, summed over its chunks (chunk c of
+// stage s is virtual stage c p + s).
+void print_stage_layers_line(const nlohmann::json& d) {
+  const auto split = d.at("virtual_stage_layers").get<std::vector<int>>();
+  const int p = d.at("pipeline_parallel").get<int>();
+  std::vector<int> per_stage(static_cast<std::size_t>(p), 0);
+  for (std::size_t vs = 0; vs < split.size(); ++vs) per_stage[vs % static_cast<std::size_t>(p)] += split[vs];
+  std::string line;
+  for (int layers : per_stage) line.append(" ").append(std::to_string(layers));
+  std::printf("# uneven pipeline: layers per stage%s (virtual stage 0: %d, last: %d)\n", line.c_str(), split.front(),
+              split.back());
 }
 
 }  // namespace
@@ -69,6 +84,7 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               d.at("factors").at("gradients").get<int>(), d.at("factors").at("optimizer").get<int>(),
               on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
   }
+  if (d.contains("virtual_stage_layers")) print_stage_layers_line(d);
   if (d.contains("experts")) print_experts_line(d.at("experts"));
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
   if (d.contains("hierarchical_parameter_gather")) {
