@@ -303,7 +303,8 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   const int chunks_total = mp.pipeline * mp.virtual_stages;
   std::vector<int> stage_of_layer;
   for (int vs = 0; vs < chunks_total; ++vs) {
-    stage_of_layer.insert(stage_of_layer.end(), static_cast<std::size_t>(partition.virtual_stage_layers[static_cast<std::size_t>(vs)]), vs);
+    const int layers = partition.virtual_stage_layers[static_cast<std::size_t>(vs)];
+    stage_of_layer.insert(stage_of_layer.end(), static_cast<std::size_t>(layers), vs);
   }
   partition.chunks.assign(static_cast<std::size_t>(mp.pipeline),
                           std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(mp.virtual_stages)));
