@@ -100,6 +100,16 @@ TEST_CASE("GPT-3 175B's launch becomes Megatron's interleaved 3D plan", "[megatr
   REQUIRE(job.notes.empty());
 }
 
+TEST_CASE("the micro-batch group of the interleaved schedule is read only with interleaving", "[megatron-args]") {
+  const std::string group = "--microbatch-group-size-per-virtual-pipeline-stage 5 --global-batch-size 40 ";
+  const MegatronJob interleaved = import(group + "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2");
+  REQUIRE(interleaved.plan.model_parallel.microbatch_group() == 5);  // 5 micro-batches per step: one group
+  REQUIRE(interleaved.plan.name == "megatron-t1-p2-v2-n5");
+  // 1F1B has no groups: Megatron leaves the flag unused.
+  const MegatronJob one_f_one_b = import(group + "--pipeline-model-parallel-size 2");
+  REQUIRE_FALSE(one_f_one_b.plan.model_parallel.microbatch_group_size.has_value());
+}
+
 TEST_CASE("the flags of a bundled plan give that plan", "[megatron-args]") {
   // megatron-tp4-pp4 was written from Megatron-LM's documentation; 64 GPUs
   // leave a data-parallel size of 4 and the 40M-parameter default bucket.
@@ -245,6 +255,17 @@ TEST_CASE("launches shardsim cannot simulate are refused naming the file and the
       {"--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 1",
        "the interleaved schedule needs at least 2 pipeline stages"},
       {"--attention-backend magic", "--attention-backend (line 1): must be one of auto, flash, fused, unfused, local"},
+      {"--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 16 "
+       "--microbatch-group-size-per-virtual-pipeline-stage 3",
+       "--microbatch-group-size-per-virtual-pipeline-stage (line 1): the micro-batch group must lie between the 2 "
+       "pipeline stages and the 2 micro-batches per step, got 3"},
+      {"--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 24",
+       "--global-batch-size (line 1): the interleaved schedule takes the micro-batches in groups of the pipeline "
+       "stages: 3 micro-batches in groups of 2 leave a last group of 1"},
+      {"--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 80 "
+       "--microbatch-group-size-per-virtual-pipeline-stage 3",
+       "--microbatch-group-size-per-virtual-pipeline-stage (line 1): 10 micro-batches in groups of 3 leave a last group "
+       "of 1, fewer than the 2 pipeline stages"},
   };
   for (const auto& [text, message] : cases) {
     INFO(text);

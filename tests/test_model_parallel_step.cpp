@@ -170,6 +170,54 @@ TEST_CASE("under 1F1B stage s holds p - s micro-batches of activations at its pe
   }
 }
 
+TEST_CASE("a micro-batch group of N lets interleaving run m not a multiple of p, with (v - 1) N warm-up forwards",
+          "[megatron][pipeline][memory]") {
+  // 2 stages x 2 chunks, 3 micro-batches: refused in groups of p = 2, run in
+  // one group of 3 (Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage).
+  StepConfig config = megatron(1, 2, 8, 3, false, 2);  // 16 GPUs, 8 layers
+  REQUIRE_THROWS_WITH(compile_step(config),
+                      Catch::Contains("training.json: global_batch") && Catch::Contains("microbatch_group_size"));
+  config.plan.model_parallel.microbatch_group_size = 3;
+  const Program program = compile_step(config);
+  validate_program(program);
+  test::require_boundary_sends(program, config, 2.0 * 512 * 512);
+  test::require_consistent_step(program, world());
+
+  // Forwards in order: micro-batches 0-2 through chunk 0, then chunk 1.
+  // Stage 0 warms up with (2 - 1) 2 + (2 - 1) 3 = 5 and runs the 6th before
+  // its first backward: all three micro-batches of both chunks live. Stage 1
+  // warms up with 3 (chunk 0's) and runs chunk 1's first forward before its
+  // first backward: three of chunk 0, one of chunk 1.
+  const ModelParallelPartition partition = partition_model(config);
+  const auto chunk_bytes = [&](int stage, int chunk) {
+    double bytes = 0;
+    for (std::size_t module : partition.chunks[static_cast<std::size_t>(stage)][static_cast<std::size_t>(chunk)]) {
+      bytes += partition.modules[module].activation_bytes;
+    }
+    return bytes;
+  };
+  const std::vector<double> expected = {3 * chunk_bytes(0, 0) + 3 * chunk_bytes(0, 1),
+                                        3 * chunk_bytes(1, 0) + chunk_bytes(1, 1)};
+  const std::vector<MemoryBreakdown> estimate = estimate_stage_memory(config);
+  const sim::StepTimeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
+  const ModelParallelLayout layout{1, 8, 2};
+  for (int s = 0; s < 2; ++s) {
+    INFO("stage " << s);
+    REQUIRE(estimate[static_cast<std::size_t>(s)].activations == Approx(expected[static_cast<std::size_t>(s)]));
+    const auto& peak = timeline.peak_memory[static_cast<std::size_t>(layout.rank(0, 0, s))];
+    REQUIRE(peak.by_category[static_cast<std::size_t>(MemoryCategory::activations)] ==
+            Approx(expected[static_cast<std::size_t>(s)]));
+  }
+
+  // A group that leaves a short last one is the plan's fault.
+  config = megatron(1, 2, 2, 11, false, 2);              // 11 micro-batches
+  config.plan.model_parallel.microbatch_group_size = 5;  // 5, 5 and 1
+  REQUIRE_THROWS_WITH(compile_step(config), Catch::Contains("plan.json: model_parallel.microbatch_group_size") &&
+                                                Catch::Contains("last group of 1"));
+  config.plan.model_parallel.microbatch_group_size = 4;  // 4, 4 and 3
+  test::require_consistent_step(compile_step(config), world());
+}
+
 TEST_CASE("a Megatron step runs every op once, after its dependencies, sends meeting their receives",
           "[megatron][causality]") {
   StepConfig recompute = megatron(2, 2, 4, 4, true);
@@ -257,4 +305,17 @@ TEST_CASE("Megatron plans that cannot run are refused naming the file and the fi
   document["model_parallel"]["gradient_accumulation_fusion"] = false;
   REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
                       "p.json: model_parallel.gradient_accumulation_fusion: is Megatron-LM's (system \"megatron\")");
+  document["model_parallel"].erase("gradient_accumulation_fusion");
+  document["model_parallel"]["microbatch_group_size"] = 8;
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
+                      Catch::Contains("p.json: model_parallel.microbatch_group_size: is Megatron-LM's"));
+  document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/megatron-tp4-pp4.json"));
+  document["model_parallel"]["microbatch_group_size"] = 8;
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"), Catch::Contains("p.json: model_parallel.microbatch_group_size") &&
+                                                          Catch::Contains("needs virtual_stages > 1"));
+  document["model_parallel"]["virtual_stages"] = 2;
+  REQUIRE(parse_plan(document, "p.json").model_parallel.microbatch_group() == 8);
+  document["model_parallel"]["microbatch_group_size"] = 3;
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
+                      "p.json: model_parallel.microbatch_group_size: must be at least the 4 pipeline stages, got 3");
 }

@@ -156,6 +156,59 @@ TEST_CASE("schedules refuse what they cannot order", "[pipeline][schedule]") {
   REQUIRE_THROWS_WITH(pipeline_schedule(4, 2, 6), Catch::Contains("multiple of the stages"));
 }
 
+TEST_CASE("groups of N micro-batches run as Megatron-Core's schedule table lists them", "[pipeline][schedule]") {
+  // Megatron-Core's own example of get_schedule_table (PP 2, VP 2, N 3, M 5):
+  // forwards (micro-batch, chunk) 00 10 20 01 11 21 30 40 31 41; backwards
+  // the same micro-batches through the mirrored chunks. Stage 0 warms up
+  // with (2 - 0 - 1) 2 + (2 - 1) 3 = 5 forwards, stage 1 with 3.
+  const auto F = [](int micro_batch, int chunk) { return PipelinePass{PassKind::forward, micro_batch, chunk}; };
+  const auto B = [](int micro_batch, int chunk) { return PipelinePass{PassKind::backward, micro_batch, chunk}; };
+  const std::vector<std::vector<PipelinePass>> expected = {
+      {F(0, 0), F(1, 0), F(2, 0), F(0, 1), F(1, 1), F(2, 1), B(0, 1), F(3, 0), B(1, 1), F(4, 0), B(2, 1), F(3, 1),
+       B(0, 0), F(4, 1), B(1, 0), B(2, 0), B(3, 1), B(4, 1), B(3, 0), B(4, 0)},
+      {F(0, 0), F(1, 0), F(2, 0), F(0, 1), B(0, 1), F(1, 1), B(1, 1), F(2, 1), B(2, 1), F(3, 0), B(0, 0), F(4, 0),
+       B(1, 0), F(3, 1), B(2, 0), F(4, 1), B(3, 1), B(4, 1), B(3, 0), B(4, 0)}};
+  REQUIRE(pipeline_schedule(2, 2, 5, 3) == expected);
+  // N = p is the default.
+  REQUIRE(pipeline_schedule(4, 2, 8, 4) == pipeline_schedule(4, 2, 8));
+}
+
+TEST_CASE("with groups of N, stage s holds (p - s - 1) 2 + (v - 1) N + 1 chunk passes at its peak",
+          "[pipeline][schedule]") {
+  for (const auto& [p, v, m, n] : {std::tuple{4, 2, 10, 5}, std::tuple{4, 2, 10, 6}, std::tuple{4, 3, 12, 8},
+                                   std::tuple{2, 2, 5, 3}, std::tuple{4, 2, 8, 8}, std::tuple{8, 2, 16, 8}}) {
+    INFO("p " << p << " v " << v << " m " << m << " N " << n);
+    const auto order = pipeline_schedule(p, v, m, n);
+    REQUIRE(play(order, v, one_f_one_b(1.0, 2.0)).has_value());
+    for (int s = 0; s < p; ++s) {
+      const auto& passes = order[static_cast<std::size_t>(s)];
+      REQUIRE(passes.size() == static_cast<std::size_t>(2 * m * v));
+      std::map<std::tuple<PassKind, int, int>, int> seen;
+      int live = 0, peak = 0;
+      for (const PipelinePass& pass : passes) {
+        REQUIRE(++seen[{pass.kind, pass.micro_batch, pass.chunk}] == 1);
+        live += pass.forward() ? 1 : -1;
+        peak = std::max(peak, live);
+      }
+      REQUIRE(peak == std::min(m * v, (p - s - 1) * 2 + (v - 1) * n + 1));
+    }
+  }
+}
+
+TEST_CASE("a micro-batch group must lie in [p, m] and leave a last group of 0 or at least p", "[pipeline][schedule]") {
+  using shardsim::workloads::microbatch_group_problem;
+  // m = 10 on 4 stages: N 5 divides, N 6 leaves 4; N 4 leaves 2 and N 7 leaves 3.
+  CHECK(microbatch_group_problem(4, 10, 5).empty());
+  CHECK(microbatch_group_problem(4, 10, 6).empty());
+  CHECK(microbatch_group_problem(4, 10, 10).empty());
+  CHECK_THAT(microbatch_group_problem(4, 10, 4), Catch::Contains("leave a last group of 2, fewer than the 4"));
+  CHECK_THAT(microbatch_group_problem(4, 10, 7), Catch::Contains("leave a last group of 3"));
+  CHECK_THAT(microbatch_group_problem(4, 10, 3), Catch::Contains("between the 4 pipeline stages and the 10"));
+  CHECK_THAT(microbatch_group_problem(4, 10, 11), Catch::Contains("got 11"));
+  REQUIRE_THROWS_WITH(pipeline_schedule(4, 2, 10, 7), Catch::Contains("last group of 3"));
+  REQUIRE_NOTHROW(pipeline_schedule(4, 1, 10, 7));  // 1F1B has no groups
+}
+
 TEST_CASE("a unit schedule runs every forward, input gradient and weight gradient once, in dependency order",
           "[pipeline][schedule][zero_pipeline]") {
   for (const auto& [p, v, m, u] : {std::tuple{4, 2, 8, 4}, std::tuple{4, 1, 8, 2}, std::tuple{8, 2, 32, 8},

@@ -11,6 +11,7 @@
 #include "workloads/job_scale.h"
 #include "workloads/memory_model.h"
 #include "workloads/model_parallel_step.h"
+#include "workloads/pipeline_split.h"
 #include "workloads/zero_pipeline_step.h"
 #include "workloads/plan.h"
 #include "workloads/step_compiler.h"
@@ -446,17 +447,23 @@ TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allo
     CHECK(program.ranks == 16);
   }
 
-  // Interleaving needs the micro-batches to be a multiple of the stages, and
-  // ZeroPP a multiple of its unit. With 24 sequences per step, t1-p2 has
-  // 8-way data parallelism and 3 micro-batches: no interleaving, and no unit
-  // of 2 or 4 for ZeroPP's 3 either; t2-p2 has 6. No data-parallel plan could
-  // take 24 sequences on 16 GPUs, but the pipelines can.
+  // Interleaving takes the micro-batches in groups of p, else of the
+  // smallest N Megatron-Core accepts, and ZeroPP needs a multiple of its
+  // unit. With 24 sequences per step, t1-p2 has 8-way data parallelism and 3
+  // micro-batches: interleaved in one group of 3, and no unit of 2 or 4 for
+  // ZeroPP's 3; t2-p2 has 6, groups of 2. No data-parallel plan could take
+  // 24 sequences on 16 GPUs, but the pipelines can.
   tiny.request.training.global_batch_sequences = 24;
   const auto few = sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
   names.clear();
   for (const auto& c : few) names.push_back(c.plan.name);
   CHECK(std::find(names.begin(), names.end(), "megatron-t1-p2") != names.end());
   CHECK(std::find(names.begin(), names.end(), "megatron-t1-p2-v2") == names.end());
+  CHECK(std::find(names.begin(), names.end(), "megatron-t1-p2-v2-n3") != names.end());
+  for (const auto& c : few) {
+    if (c.plan.name == "megatron-t1-p2-v2-n3") CHECK(c.plan.model_parallel.microbatch_group() == 3);
+    if (c.plan.name == "megatron-t2-p2-v2") CHECK_FALSE(c.plan.model_parallel.microbatch_group_size.has_value());
+  }
   CHECK(std::find(names.begin(), names.end(), "megatron-t2-p2-v2") != names.end());
   CHECK(std::find(names.begin(), names.end(), "megatron-t1-p4") != names.end());  // 1F1B: any count of micro-batches
   CHECK(std::none_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("zero-pipeline", 0) == 0; }));
@@ -476,4 +483,84 @@ TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allo
   }
   CHECK(with_overlap == std::vector<std::string>(expected.begin() + 3, expected.end() - 2));  // t > 1, Megatron only
   CHECK(both.size() == expected.size() - 2 + with_overlap.size());
+}
+
+TEST_CASE("pipelines whose chunks do not divide the layers count the embedding and the output layer as layers",
+          "[search]") {
+  TinySearch tiny;  // 64 sequences per step, 16 GPUs of 8 per node
+  tiny.request.space.named_systems = false;
+  tiny.request.space.amsp = false;
+  tiny.request.space.micro_batch_sizes = {1};
+  tiny.request.space.recompute = {workloads::Recompute::none};
+  sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
+
+  const auto layouts = [&](int layers) {
+    tiny.request.model.layers = layers;
+    const auto candidates =
+        sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
+    std::map<std::string, sim::Candidate> by_name;
+    for (const auto& c : candidates) {
+      INFO(c.plan.name);
+      const auto& mp = c.plan.model_parallel;
+      const auto split = workloads::split_pipeline(mp, layers, tiny.request.model.name);
+      REQUIRE(split.ok());
+      int total = 0;
+      for (int n : split.layers) total += n;
+      CHECK(total == layers);
+      // The even split wherever it exists; the accounting only where it does
+      // not, and named by it.
+      const int chunks = mp.pipeline * mp.virtual_stages;
+      CHECK((layers % chunks == 0) == (!mp.account_for_embedding && !mp.account_for_loss));
+      CHECK(!(mp.account_for_embedding && !mp.account_for_loss));  // never the embedding alone
+      CHECK((c.plan.name.find("-split-emb-loss") != std::string::npos) ==
+            (mp.account_for_embedding && mp.account_for_loss));
+      CHECK((c.plan.name.find("-split-loss") != std::string::npos) == (!mp.account_for_embedding && mp.account_for_loss));
+      by_name.emplace(c.plan.name, c);
+    }
+    return by_name;
+  };
+
+  // 6 layers: 4 stages, or 2 x 2 and 4 x 2 chunks, split only as 8 slots
+  // with the embedding and the output layer each in one.
+  const auto six = layouts(6);
+  const std::vector<std::pair<std::string, std::vector<int>>> worked = {
+      {"megatron-t1-p2", {3, 3}},
+      {"megatron-t1-p4-split-emb-loss", {1, 2, 2, 1}},
+      {"megatron-t1-p2-v2-split-emb-loss", {1, 2, 2, 1}},
+      {"megatron-t2-p4-v2-split-emb-loss", {0, 1, 1, 1, 1, 1, 1, 0}},
+      {"zero-pipeline-p2-split-emb-loss-u2", {1, 2, 2, 1}},
+      {"zero-pipeline-p4-split-emb-loss-u8", {0, 1, 1, 1, 1, 1, 1, 0}}};
+  for (const auto& [name, layers] : worked) {
+    INFO(name);
+    REQUIRE(six.count(name) == 1);
+    CHECK(workloads::split_pipeline(six.at(name).plan.model_parallel, 6, "m").layers == layers);
+  }
+  // Each runs, and the search's one-rank-per-stage estimate is still the
+  // analytical simulation of every rank: stages of unequal work included.
+  for (const char* name :
+       {"megatron-t2-p4-split-emb-loss", "megatron-t2-p4-v2-split-emb-loss", "zero-pipeline-p4-split-emb-loss-u4"}) {
+    INFO(name);
+    const sim::Candidate& candidate = six.at(name);
+    const workloads::Program program = search.compile(tiny.request, candidate);
+    sim::StepSimulationOptions options;
+    options.network = sim::NetworkMode::analytical;
+    const sim::StepTimeline all_ranks = sim::simulate_step(program, *tiny.cluster, *tiny.router, tiny.profile, options);
+    const sim::StepEstimate estimate = search.estimate(program, candidate);
+    CHECK(estimate.step_seconds == seconds_from_picoseconds(all_ranks.step_time));
+    double fullest = 0;
+    for (const auto& peak : all_ranks.peak_memory) fullest = std::max(fullest, peak.total_bytes);
+    CHECK(estimate.peak_memory_bytes == fullest);
+  }
+
+  // 7 layers: 8 slots with the output layer in one.
+  const auto seven = layouts(7);
+  CHECK(workloads::split_pipeline(seven.at("megatron-t1-p2-split-loss").plan.model_parallel, 7, "m").layers ==
+        std::vector<int>{4, 3});
+  CHECK(workloads::split_pipeline(seven.at("megatron-t1-p4-split-loss").plan.model_parallel, 7, "m").layers ==
+        std::vector<int>{2, 2, 2, 1});
+  CHECK(seven.count("megatron-t1-p4-v2-split-loss") == 1);
+  // 5 layers on 4 stages: 5, 6 and 7 slots, none divides.
+  const auto five = layouts(5);
+  CHECK(std::none_of(five.begin(), five.end(),
+                     [](const auto& named) { return named.second.plan.model_parallel.pipeline == 4; }));
 }

@@ -2,6 +2,7 @@
 
 #include "topology/json_input.h"
 #include "topology/presets.h"
+#include "workloads/pipeline_schedule.h"
 #include "workloads/pipeline_split.h"
 
 #include <algorithm>
@@ -308,6 +309,11 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   if (mp.virtual_stages > 1 && mp.pipeline < 2) {
     flags.fail("pipeline_model_parallel_size", "the interleaved schedule needs at least 2 pipeline stages");
   }
+  // Read only with interleaving: Megatron's 1F1B schedule has no groups.
+  if (const auto group = flags.integer("microbatch_group_size_per_virtual_pipeline_stage");
+      group && mp.virtual_stages > 1) {
+    mp.microbatch_group_size = static_cast<int>(*group);
+  }
   const auto stage_layers = [&](const char* field) -> std::optional<int> {
     const auto value = flags.integer(field, 0);
     if (value && *value > layers) {
@@ -364,6 +370,19 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
                      std::to_string(job.data_parallel));
     }
   }
+  if (mp.virtual_stages > 1) {
+    const std::int64_t micro_batches = gradient_accumulation_steps(training, job.data_parallel, file);
+    const std::string problem =
+        microbatch_group_problem(mp.pipeline, static_cast<int>(micro_batches), mp.microbatch_group());
+    if (!problem.empty() && mp.microbatch_group_size) flags.fail("microbatch_group_size_per_virtual_pipeline_stage", problem);
+    if (!problem.empty()) {
+      flags.fail(flags.has("global_batch_size")  ? "global_batch_size"
+                 : flags.has("micro_batch_size") ? "micro_batch_size"
+                                                 : "pipeline_model_parallel_size",
+                 "the interleaved schedule takes the micro-batches in groups of the pipeline stages: " + problem +
+                     "; --microbatch-group-size-per-virtual-pipeline-stage sets another group");
+    }
+  }
   const bool bf16 = flags.on("bf16"), fp16 = flags.on("fp16");
   if (bf16 && fp16) flags.fail("fp16", "--bf16 and --fp16 are both given (Megatron asserts one at most)");
   if (bf16 || fp16) {
@@ -418,6 +437,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
 
   plan.name = "megatron-t" + std::to_string(mp.tensor) + "-p" + std::to_string(mp.pipeline) +
               (mp.virtual_stages > 1 ? "-v" + std::to_string(mp.virtual_stages) : "") +
+              (mp.microbatch_group_size ? "-n" + std::to_string(*mp.microbatch_group_size) : "") +
               (mp.context > 1 ? "-c" + std::to_string(mp.context) : "");
   plan.sources = {"imported from Megatron-LM arguments " + file};
   return job;

@@ -282,12 +282,20 @@ ModelParallelPartition partition_model(const StepConfig& config) {
                       "must divide the micro-batches per step (" + std::to_string(partition.micro_batches) +
                           "), got " + std::to_string(mp.scheduling_unit));
   }
-  if (config.plan.system == ShardingSystem::megatron && mp.virtual_stages > 1 &&
-      partition.micro_batches % mp.pipeline != 0) {
-    throw_input_error(config.training_file, "global_batch",
-                      "the interleaved schedule needs the micro-batches per step (" +
-                          std::to_string(partition.micro_batches) + ") to be a multiple of the " +
-                          std::to_string(mp.pipeline) + " pipeline stages");
+  if (config.plan.system == ShardingSystem::megatron && mp.virtual_stages > 1) {
+    const std::string problem =
+        microbatch_group_problem(mp.pipeline, static_cast<int>(partition.micro_batches), mp.microbatch_group());
+    if (!problem.empty() && mp.microbatch_group_size) {
+      throw_input_error(config.plan_file, "model_parallel.microbatch_group_size", problem);
+    }
+    if (!problem.empty()) {
+      throw_input_error(config.training_file, "global_batch",
+                        "the interleaved schedule needs the micro-batches per step (" +
+                            std::to_string(partition.micro_batches) + ") to be a multiple of the " +
+                            std::to_string(mp.pipeline) +
+                            " pipeline stages, or the plan's model_parallel.microbatch_group_size N in [p, m] with m "
+                            "mod N 0 or at least p");
+    }
   }
   partition.modules = transformer_modules(model, config.training, mp, config.plan.experts);
   // Megatron-LM keeps bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32
@@ -329,7 +337,8 @@ ModelParallelPartition partition_model(const StepConfig& config) {
 std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
   const ModelParallelism& mp = config.plan.model_parallel;
   const ModelParallelPartition partition = partition_model(config);
-  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches));
+  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches),
+                                          mp.microbatch_group());
   std::vector<MemoryBreakdown> stages(static_cast<std::size_t>(mp.pipeline));
   for (int stage = 0; stage < mp.pipeline; ++stage) {
     const auto& chunks = partition.chunks[static_cast<std::size_t>(stage)];
@@ -387,7 +396,8 @@ Program compile_model_parallel_step(const StepConfig& config) {
   }
   comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
-  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches));
+  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches),
+                                          mp.microbatch_group());
   program.programs.resize(static_cast<std::size_t>(mp.pipeline));
   for (int stage = 0; stage < mp.pipeline; ++stage) {
     StageBuilder(config, partition, comms, stage, schedule[static_cast<std::size_t>(stage)],
@@ -404,6 +414,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["pipeline_parallel"] = mp.pipeline;
   program.description["virtual_stages"] = mp.virtual_stages;
   if (uneven_pipeline(mp)) program.description["virtual_stage_layers"] = partition.virtual_stage_layers;
+  if (mp.microbatch_group_size) program.description["microbatch_group_size"] = *mp.microbatch_group_size;
   program.description["sequence_parallel"] = mp.sequence_parallel;
   program.description["tp_comm_overlap"] = mp.tp_comm_overlap;
   if (!mp.gradient_accumulation_fusion) program.description["gradient_accumulation_fusion"] = false;

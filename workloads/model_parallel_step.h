@@ -110,8 +110,8 @@ std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config);
 
 // Throws InputError naming the plan file when the layers do not split into
 // chunks as the plan says (pipeline_split.h), the micro-batches of an interleaved
-// schedule are not a multiple of the stages, or tensor parallelism does not
-// divide the heads or the MLP width.
+// schedule do not go in groups of the plan's N (pipeline_schedule.h), or tensor
+// parallelism does not divide the heads or the MLP width.
 Program compile_model_parallel_step(const StepConfig& config);
 
 }  // namespace shardsim::workloads

@@ -8,46 +8,79 @@
 
 namespace shardsim::workloads {
 
+std::string microbatch_group_problem(int stages, int micro_batches, int group) {
+  if (group < stages || group > micro_batches) {
+    return "the micro-batch group must lie between the " + std::to_string(stages) + " pipeline stages and the " +
+           std::to_string(micro_batches) + " micro-batches per step, got " + std::to_string(group);
+  }
+  const int last = micro_batches % group;
+  if (last > 0 && last < stages) {
+    return std::to_string(micro_batches) + " micro-batches in groups of " + std::to_string(group) +
+           " leave a last group of " + std::to_string(last) + ", fewer than the " + std::to_string(stages) +
+           " pipeline stages: it would stall the pipeline (Megatron-Core refuses it)";
+  }
+  return "";
+}
+
 namespace {
 
-// The k-th forward (or backward) a stage runs, as Megatron-LM's
-// get_model_chunk_id and microbatch id: groups of `stages` micro-batches
-// visit every chunk in turn, backwards in reverse chunk order.
-PipelinePass nth_pass(int k, bool forward, int stages, int chunks) {
-  const int in_group = k % (stages * chunks);
-  int chunk = in_group / stages;
-  if (!forward) chunk = chunks - 1 - chunk;
-  return {forward ? PassKind::forward : PassKind::backward, k / (stages * chunks) * stages + k % stages, chunk};
+// The (micro-batch, chunk) of each forward a stage runs, in order, as
+// Megatron-Core's get_schedule_table lists them: groups of `group`
+// micro-batches visit every chunk in turn, the last group taking the rest.
+std::vector<PipelinePass> forward_order(int chunks, int micro_batches, int group) {
+  std::vector<PipelinePass> order;
+  order.reserve(static_cast<std::size_t>(chunks) * static_cast<std::size_t>(micro_batches));
+  for (int first = 0; first < micro_batches; first += group) {
+    const int end = std::min(first + group, micro_batches);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      for (int micro_batch = first; micro_batch < end; ++micro_batch) {
+        order.push_back({PassKind::forward, micro_batch, chunk});
+      }
+    }
+  }
+  return order;
 }
 
 }  // namespace
 
-std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches) {
-  if (stages < 1 || chunks < 1 || micro_batches < 1) {
+std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches, int group) {
+  if (stages < 1 || chunks < 1 || micro_batches < 1 || group < 0) {
     throw std::invalid_argument("pipeline_schedule: stages, chunks and micro-batches must be positive");
   }
-  if (chunks > 1 && micro_batches % stages != 0) {
+  if (group == 0) group = stages;
+  if (chunks > 1 && group == stages && micro_batches % stages != 0) {
     throw std::invalid_argument("pipeline_schedule: interleaving needs micro-batches (" + std::to_string(micro_batches) +
-                                ") to be a multiple of the stages (" + std::to_string(stages) + ")");
+                                ") to be a multiple of the stages (" + std::to_string(stages) +
+                                "), or groups of another size");
+  }
+  if (chunks > 1) {
+    if (const std::string problem = microbatch_group_problem(stages, micro_batches, group); !problem.empty()) {
+      throw std::invalid_argument("pipeline_schedule: " + problem);
+    }
+  }
+  const std::vector<PipelinePass> forwards = forward_order(chunks, micro_batches, chunks > 1 ? group : micro_batches);
+  // The k-th backward runs the k-th forward's micro-batch through the
+  // mirrored chunk: backwards visit the chunks in reverse.
+  std::vector<PipelinePass> backwards = forwards;
+  for (PipelinePass& pass : backwards) {
+    pass.kind = PassKind::backward;
+    pass.chunk = chunks - 1 - pass.chunk;
   }
   const int total = micro_batches * chunks;
   std::vector<std::vector<PipelinePass>> order(static_cast<std::size_t>(stages));
   for (int stage = 0; stage < stages; ++stage) {
-    int warmup = 0;
-    if (chunks == 1) {
-      warmup = std::min(stages - stage - 1, micro_batches);
-    } else {
-      warmup = micro_batches == stages ? total : std::min(total, (stages - stage - 1) * 2 + (chunks - 1) * stages);
-    }
+    // Megatron-Core's get_pp_rank_microbatches.
+    const int warmup = chunks == 1 ? std::min(stages - stage - 1, micro_batches)
+                                   : std::min(total, (stages - stage - 1) * 2 + (chunks - 1) * group);
     std::vector<PipelinePass>& passes = order[static_cast<std::size_t>(stage)];
     passes.reserve(static_cast<std::size_t>(2 * total));
-    int forwards = 0, backwards = 0;
-    for (; forwards < warmup; ++forwards) passes.push_back(nth_pass(forwards, true, stages, chunks));
-    while (forwards < total) {
-      passes.push_back(nth_pass(forwards++, true, stages, chunks));
-      passes.push_back(nth_pass(backwards++, false, stages, chunks));
+    std::size_t forward = 0, backward = 0;
+    for (; forward < static_cast<std::size_t>(warmup); ++forward) passes.push_back(forwards[forward]);
+    while (forward < forwards.size()) {
+      passes.push_back(forwards[forward++]);
+      passes.push_back(backwards[backward++]);
     }
-    while (backwards < total) passes.push_back(nth_pass(backwards++, false, stages, chunks));
+    while (backward < backwards.size()) passes.push_back(backwards[backward++]);
   }
   return order;
 }

@@ -11,10 +11,20 @@
 //
 // Interleaved 1F1B gives each stage v model chunks (chunk c of stage s holds
 // the layers of virtual stage c p + s). Micro-batches go through in groups of
-// p: forwards of chunk 0 for micro-batches 0..p-1, then chunk 1 for the
+// N: forwards of chunk 0 for micro-batches 0..N-1, then chunk 1 for the
 // same ones, ..., then the next group; backwards run the chunks in reverse.
-// Stage s warms up with (p - s - 1) 2 + (v - 1) p forwards (all of them when
-// m = p), so the bubble shrinks to (p - 1)/(v m). m must be a multiple of p.
+// Stage s warms up with (p - s - 1) 2 + (v - 1) N forwards (at most all of
+// them), so with N = p the bubble shrinks to (p - 1)/(v m). N is p unless
+// told otherwise, as Megatron-Core's
+// --microbatch-group-size-per-virtual-pipeline-stage tells it (Llama 3's
+// tunable N, arXiv:2407.21783 section 3.3.2): N lies in [p, m] and the last
+// group, which takes m mod N micro-batches when that is not 0, holds at least
+// p (a smaller one would leave stages waiting on each other mid-step). A
+// larger N lets m be other than a multiple of p, at the price of (v - 1)(N -
+// p) more warm-up forwards held in memory on every stage. The order is
+// Megatron-Core's (get_schedule_table, get_pp_rank_microbatches); the
+// Megatron-LM of 2021 also ran every forward first on every stage when m =
+// p, which Megatron-Core no longer does.
 //
 // unit_schedule is ZeroPP's (Tang et al. 2024, "ZeroPP: Unleashing
 // Exceptional Parallelism Efficiency through Tensor-Parallelism-Free
@@ -44,6 +54,7 @@
 // hold fewer activations and leave bubbles.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace shardsim::workloads {
@@ -72,10 +83,15 @@ struct PassSeconds {
 };
 
 // The passes of each stage in the order it runs them: [stage][k], every
-// (micro-batch, chunk) once forward and once backward. std::invalid_argument
-// for a non-positive count, or for chunks > 1 with micro-batches not a
-// multiple of the stages.
-std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches);
+// (micro-batch, chunk) once forward and once backward; `group` is N (0: the
+// stages). std::invalid_argument for a non-positive count, or for chunks > 1
+// with a group microbatch_group_problem refuses.
+std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches, int group = 0);
+
+// Why micro-batches cannot go through an interleaved schedule in groups of
+// `group` (outside [stages, micro_batches], or a last group smaller than the
+// stages); empty when they can.
+std::string microbatch_group_problem(int stages, int micro_batches, int group);
 
 // ZeroPP's order: every (micro-batch, chunk) once as forward, input_gradient
 // and weight_gradient. `seconds` is [stage][chunk], or empty for equal

@@ -158,6 +158,12 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       mp.last_stage_layers = stage_layers("last_stage_layers");
       if (parallel.has("account_for_embedding")) mp.account_for_embedding = parallel.boolean("account_for_embedding");
       if (parallel.has("account_for_loss")) mp.account_for_loss = parallel.boolean("account_for_loss");
+      if (parallel.has("microbatch_group_size")) {
+        if (zero_pipeline) {
+          parallel.fail("microbatch_group_size", "is Megatron-LM's (system \"megatron\"); ZeroPP has scheduling_unit");
+        }
+        mp.microbatch_group_size = degree("microbatch_group_size");
+      }
       parallel.finish();
       if (zero_pipeline && mp.context != 1) {
         reader.fail("model_parallel.context_parallel", "context parallelism is Megatron-LM's (system \"megatron\")");
@@ -167,6 +173,15 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       }
       if (mp.virtual_stages > 1 && mp.pipeline < 2) {
         reader.fail("model_parallel.virtual_stages", "interleaving needs at least 2 pipeline stages");
+      }
+      if (mp.microbatch_group_size && mp.virtual_stages < 2) {
+        reader.fail("model_parallel.microbatch_group_size",
+                    "groups micro-batches of the interleaved schedule: needs virtual_stages > 1");
+      }
+      if (mp.microbatch_group_size && *mp.microbatch_group_size < mp.pipeline) {
+        reader.fail("model_parallel.microbatch_group_size",
+                    "must be at least the " + std::to_string(mp.pipeline) + " pipeline stages, got " +
+                        std::to_string(*mp.microbatch_group_size));
       }
       if (mp.sequence_parallel && mp.tensor < 2) {
         reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");

@@ -83,6 +83,11 @@
 //   "model_parallel": {"tensor": 8, "pipeline": 16, "virtual_stages": 8,
 //                      "account_for_embedding": true, "account_for_loss": true}
 //
+// microbatch_group_size (--microbatch-group-size-per-virtual-pipeline-stage;
+// interleaving only) runs the micro-batches through the chunks in groups of
+// N instead of p (pipeline_schedule.h): N in [p, m], and m mod N 0 or at
+// least p, which lets m be other than a multiple of p.
+//
 // "pipeline" and "tensor" are required in the block, the rest optional.
 //
 // System "zero_pipeline" is ZeroPP (Tang et al. 2024; TECHNIQUES.md section
@@ -184,8 +189,11 @@ struct ModelParallelism {
   // Uneven pipeline stages (pipeline_split.h); unset / false: L / p layers each.
   std::optional<int> first_stage_layers = std::nullopt, last_stage_layers = std::nullopt;
   bool account_for_embedding = false, account_for_loss = false;
+  // Interleaved schedule: micro-batches per group (pipeline_schedule.h's N); unset: the stages.
+  std::optional<int> microbatch_group_size = std::nullopt;
 
   int gpus_per_replica() const { return tensor * pipeline * context; }
+  int microbatch_group() const { return microbatch_group_size.value_or(pipeline); }
   // How many ways hidden states between blocks are split along the sequence.
   int sequence_shards() const { return sequence_parallel ? tensor : 1; }
   bool any() const { return tensor > 1 || pipeline > 1 || context > 1; }

@@ -85,6 +85,10 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
   }
   if (d.contains("virtual_stage_layers")) print_stage_layers_line(d);
+  if (d.contains("microbatch_group_size")) {
+    std::printf("# interleaved schedule: micro-batches through the chunks in groups of %d (the last takes the rest)\n",
+                d.at("microbatch_group_size").get<int>());
+  }
   if (d.contains("experts")) print_experts_line(d.at("experts"));
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
   if (d.contains("hierarchical_parameter_gather")) {

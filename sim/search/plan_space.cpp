@@ -2,12 +2,16 @@
 
 #include "topology/json_input.h"
 #include "workloads/model_parallel_step.h"
+#include "workloads/pipeline_schedule.h"
+#include "workloads/pipeline_split.h"
 #include "workloads/transformer_kernels.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <stdexcept>
+#include <tuple>
 
 namespace shardsim::sim {
 
@@ -129,6 +133,33 @@ std::vector<int> sequence_degrees(const std::vector<int>& sizes, std::vector<int
   return degrees;
 }
 
+// How the p v chunks of `parallel` split the layers: evenly where they
+// divide, else with Megatron-Core's accounting of the embedding and the
+// output layer as layers (pipeline_split.h), as Llama 3 405B runs 126 layers
+// on 16 x 8 chunks: both (L + 2 slots), else the output layer alone (L + 1;
+// of the two it is the heavier, an h x vocabulary GEMM and the loss, and the
+// embedding alone would divide the same L + 1 slots). Sets the accounting in
+// `parallel` and returns the plan-name suffix ("" for the even split,
+// "-split-emb-loss", "-split-loss"); nothing when no split divides.
+std::optional<std::string> choose_layer_split(workloads::ModelParallelism& parallel, const workloads::ModelSpec& model) {
+  for (const auto& [embedding, loss, suffix] : {std::tuple{false, false, ""}, std::tuple{true, true, "-split-emb-loss"},
+                                                std::tuple{false, true, "-split-loss"}}) {
+    parallel.account_for_embedding = embedding;
+    parallel.account_for_loss = loss;
+    if (workloads::split_pipeline(parallel, model.layers, model.name).ok()) return std::string(suffix);
+  }
+  return std::nullopt;
+}
+
+// The source line of a chosen accounting, empty for the even split.
+std::string layer_split_source(const workloads::ModelParallelism& parallel) {
+  if (!parallel.account_for_loss) return "";
+  return parallel.account_for_embedding
+             ? ", the embedding and the output layer counted as layers in the split "
+               "(--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split)"
+             : ", the output layer counted as a layer in the split (--account-for-loss-in-pipeline-split)";
+}
+
 // Megatron-LM's tensor x pipeline (x virtual stages) (x context) layouts.
 std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::ModelSpec& model,
                                  const workloads::TrainingConfig& training, int gpus, int gpus_per_node) {
@@ -141,26 +172,31 @@ std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::Mode
   for (int t = 1; t <= gpus_per_node; ++t) {
     if (gpus_per_node % t != 0) continue;
     for (int p : stages) {
-      if (p > model.layers || model.layers % p != 0 || gpus % (t * p) != 0) continue;
+      if (p > model.layers || gpus % (t * p) != 0) continue;
       for (int v : {1, 2}) {
-        if (v == 2 && (p == 1 || model.layers % (2 * p) != 0)) continue;
+        if (v == 2 && p == 1) continue;
+        workloads::ModelParallelism layout = preset.model_parallel;
+        layout.pipeline = p;
+        layout.virtual_stages = v;
+        const std::optional<std::string> split = p == 1 ? std::string() : choose_layer_split(layout, model);
+        if (!split) continue;
         for (bool overlap : space.tp_comm_overlap) {
           if (overlap && t == 1) continue;
           for (int c : contexts) {
             if (gpus % (t * p * c) != 0 || (t == 1 && p == 1 && c == 1)) continue;
             Plan plan = preset;
             plan.name = "megatron-t" + std::to_string(t) + "-p" + std::to_string(p) +
-                        (v > 1 ? "-v" + std::to_string(v) : "") + (c > 1 ? "-c" + std::to_string(c) : "") +
+                        (v > 1 ? "-v" + std::to_string(v) : "") + *split + (c > 1 ? "-c" + std::to_string(c) : "") +
                         (overlap ? "-tp-overlap" : "");
+            plan.model_parallel = layout;
             plan.model_parallel.tensor = t;
-            plan.model_parallel.pipeline = p;
-            plan.model_parallel.virtual_stages = v;
             plan.model_parallel.context = c;
             plan.model_parallel.sequence_parallel = t > 1;
             plan.model_parallel.tp_comm_overlap = overlap;
             plan.sources = {"Megatron-LM layout enumerated by shardsim search: tensor " + std::to_string(t) + ", pipeline " +
                                 std::to_string(p) + " x " + std::to_string(v) + " virtual stages" +
-                                (c > 1 ? ", context " + std::to_string(c) : "") + (overlap ? ", TP comm overlap" : "") +
+                                layer_split_source(layout) + (c > 1 ? ", context " + std::to_string(c) : "") +
+                                (overlap ? ", TP comm overlap" : "") +
                                 "; the rest as megatron-tp4-pp4",
                             preset.sources.at(1)};
             plans.push_back(std::move(plan));
@@ -179,18 +215,24 @@ std::vector<Plan> zero_pipeline_plans(const SearchSpace& space, const workloads:
   const Plan preset = workloads::load_plan("zero-pipeline-pp4");
   const int chunks = preset.model_parallel.virtual_stages;
   for (int p : space.pipeline_stages) {
-    if (p < 2 || model.layers % (chunks * p) != 0 || gpus % p != 0) continue;
+    if (p < 2 || p > model.layers || gpus % p != 0) continue;
+    workloads::ModelParallelism layout = preset.model_parallel;
+    layout.pipeline = p;
+    const std::optional<std::string> split = choose_layer_split(layout, model);
+    if (!split) continue;
     const int stage_gpus = gpus / p;
     const int node_shard = std::min(gpus_per_node, stage_gpus);
     const auto one_or_both = [](int a, int b) { return a == b ? std::vector<int>{a} : std::vector<int>{a, b}; };
     for (int f : one_or_both(node_shard, stage_gpus)) {
       for (int os : one_or_both(f, stage_gpus)) {
         for (int u : {p, 2 * p}) {
-          Plan plan = with_factors(preset, "zero-pipeline-p" + std::to_string(p) + "-u" + std::to_string(u), f, f, os);
-          plan.model_parallel.pipeline = p;
+          Plan plan =
+              with_factors(preset, "zero-pipeline-p" + std::to_string(p) + *split + "-u" + std::to_string(u), f, f, os);
+          plan.model_parallel = layout;
           plan.model_parallel.scheduling_unit = u;
           plan.sources = {"ZeroPP layout enumerated by shardsim search: " + std::to_string(p) + " stages x " +
-                              std::to_string(chunks) + " chunks, units of " + std::to_string(u) +
+                              std::to_string(chunks) + " chunks" + layer_split_source(layout) + ", units of " +
+                              std::to_string(u) +
                               " micro-batches, factors (" + std::to_string(f) + ", " + std::to_string(f) + ", " +
                               std::to_string(os) + ") inside a stage; the rest as zero-pipeline-pp4",
                           preset.sources.at(1)};
@@ -200,6 +242,24 @@ std::vector<Plan> zero_pipeline_plans(const SearchSpace& space, const workloads:
     }
   }
   return plans;
+}
+
+// Megatron's interleaved schedule takes the micro-batches in groups of p,
+// which needs m to be a multiple of p; else the smallest group N Megatron-Core
+// accepts (pipeline_schedule.h: N in [p, m], m mod N 0 or at least p), the
+// fewest warm-up forwards held, and the plan's name gains "-nN". False when
+// there is none (m < p).
+bool with_microbatch_group(Plan& plan, std::int64_t micro_batches) {
+  auto& mp = plan.model_parallel;
+  if (plan.system != ShardingSystem::megatron || mp.virtual_stages == 1 || micro_batches % mp.pipeline == 0) return true;
+  for (int n = mp.pipeline + 1; n <= micro_batches; ++n) {
+    if (workloads::microbatch_group_problem(mp.pipeline, static_cast<int>(micro_batches), n).empty()) {
+      mp.microbatch_group_size = n;
+      plan.name += "-n" + std::to_string(n);
+      return true;
+    }
+  }
+  return false;
 }
 
 // Whether the model and the batch split the way a pipeline's compiler
@@ -341,6 +401,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
         candidate.training.micro_batch_size = size;
         candidate.data_parallel = data_parallel;
         candidate.accumulation = accumulation;
+        if (!with_microbatch_group(candidate.plan, accumulation)) continue;
         if (pipeline && !pipeline_splits(step_config(model, candidate, per_node))) continue;
         for (workloads::Recompute recompute : space.recompute) {
           // Selective recompute redoes the attention core, which flash

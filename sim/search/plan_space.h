@@ -20,20 +20,27 @@
 //
 // Megatron-LM candidates are the preset megatron-tp4-pp4 (distributed
 // optimizer, both overlaps on, Megatron's buckets) with every tensor size t
-// that divides a node, every pipeline size p of `pipeline_stages` that
-// divides the layers (t = p = 1 is plain data parallelism, left to ZeRO-1),
-// and 1 or 2 virtual stages (2 only where p > 1 and the layers split into
-// 2p chunks); sequence parallelism is on whenever t > 1, as Megatron
+// that divides a node, every pipeline size p of `pipeline_stages` up to the
+// layers (t = p = 1 is plain data parallelism, left to ZeRO-1), and 1 or 2
+// virtual stages (2 only where p > 1) whose p v chunks split the layers:
+// evenly, or else with the embedding and the output layer counted as layers,
+// or the output layer alone, as Megatron-Core's
+// --account-for-embedding/loss-in-pipeline-split do (the name gains
+// "-split-emb-loss" or "-split-loss"; Llama 3 405B runs its 126 layers on 16
+// x 8 chunks so); micro-batches interleaved in groups of p, or where they
+// are not a multiple of p in the smallest group Megatron-Core accepts (the
+// name gains "-nN"); sequence parallelism is on whenever t > 1, as Megatron
 // recommends; TP comm overlap as `tp_comm_overlap` lists (by default off,
 // Megatron-LM's default: its slices triple a tensor-parallel step's ops and
 // the time to simulate it; with it on the plan's name gains "-tp-overlap").
-// ZeroPP candidates are the preset zero-pipeline-pp4 with every
-// p of `pipeline_stages` (2 chunks per stage), scheduling units of p and 2p
-// micro-batches (u v = 2p is the smallest unit that covers a round trip,
-// 4p hides slower backward passes too), ZeRO-3 over a node or over the whole
-// stage, and the optimizer states sharded like the parameters or over the
-// whole stage ("ZeRO-3 + PP + ZeRO-1"). A pipeline candidate is kept only
-// where the model and the batch split the way its compiler requires.
+// ZeroPP candidates are the preset zero-pipeline-pp4 with every p of
+// `pipeline_stages` (2 chunks per stage, the layers split as Megatron's
+// are), scheduling units of p and 2p micro-batches (u v = 2p is the
+// smallest unit that covers a round trip, 4p hides slower backward passes
+// too), ZeRO-3 over a node or over the whole stage, and the optimizer states
+// sharded like the parameters or over the whole stage ("ZeRO-3 + PP +
+// ZeRO-1"). A pipeline candidate is kept only where the model and the batch
+// split the way its compiler requires.
 //
 // For a MoE model the data-parallel systems are also crossed with expert
 // parallelism (TECHNIQUES.md section 6): each size of `expert_parallel` that
