@@ -110,6 +110,12 @@ TEST_CASE("the micro-batch group of the interleaved schedule is read only with i
   REQUIRE_FALSE(one_f_one_b.plan.model_parallel.microbatch_group_size.has_value());
 }
 
+TEST_CASE("the flag --use-tp-pp-dp-mapping numbers the ranks tp-cp-pp-dp", "[megatron-args]") {
+  REQUIRE(import("--pipeline-model-parallel-size 2").plan.model_parallel.rank_order == RankOrder::tp_cp_dp_pp);
+  REQUIRE(import("--pipeline-model-parallel-size 2 --use-tp-pp-dp-mapping").plan.model_parallel.rank_order ==
+          RankOrder::tp_cp_pp_dp);
+}
+
 TEST_CASE("the flags of a bundled plan give that plan", "[megatron-args]") {
   // megatron-tp4-pp4 was written from Megatron-LM's documentation; 64 GPUs
   // leave a data-parallel size of 4 and the 40M-parameter default bucket.

@@ -218,6 +218,69 @@ TEST_CASE("a micro-batch group of N lets interleaving run m not a multiple of p,
   test::require_consistent_step(compile_step(config), world());
 }
 
+TEST_CASE("both of Megatron's rank orders number every (tp, data, pp) once and invert", "[megatron]") {
+  for (const RankOrder order : {RankOrder::tp_cp_dp_pp, RankOrder::tp_cp_pp_dp}) {
+    const ModelParallelLayout layout{2, 6, 4, 2, order};  // tensor 2, context 2 x data 3, pipeline 4
+    std::vector<int> seen(static_cast<std::size_t>(layout.ranks()), 0);
+    for (int pp = 0; pp < 4; ++pp) {
+      for (int dp = 0; dp < 6; ++dp) {
+        for (int tp = 0; tp < 2; ++tp) {
+          const int rank = layout.rank(tp, dp, pp);
+          REQUIRE(rank >= 0);
+          REQUIRE(rank < 48);
+          ++seen[static_cast<std::size_t>(rank)];
+          REQUIRE(layout.tp(rank) == tp);
+          REQUIRE(layout.dp(rank) == dp);
+          REQUIRE(layout.pp(rank) == pp);
+        }
+      }
+    }
+    REQUIRE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  }
+}
+
+TEST_CASE("rank order tp-cp-pp-dp keeps each pipeline on consecutive ranks and puts data parallelism outermost",
+          "[megatron]") {
+  // Tensor 2, data 4, pipeline 2 on two nodes of 8. Megatron's default
+  // (rank = tp + 2 (dp + 4 pp)) puts stage 0 on node 0 and stage 1 on node 1:
+  // the data-parallel groups stay in a node, the pipeline crosses. With
+  // tp-cp-pp-dp (rank = tp + 2 (pp + 2 dp)) a pipeline is 4 consecutive ranks
+  // inside a node and the data-parallel groups span both.
+  StepConfig config = megatron(2, 2, 4, 4);
+  const auto node = [](int rank) { return rank / 8; };
+  for (const RankOrder order : {RankOrder::tp_cp_dp_pp, RankOrder::tp_cp_pp_dp}) {
+    const bool data_outermost = order == RankOrder::tp_cp_pp_dp;
+    INFO((data_outermost ? "tp-cp-pp-dp" : "tp-cp-dp-pp"));
+    config.plan.model_parallel.rank_order = order;
+    const Program program = compile_step(config);
+    validate_program(program);
+    const Communicator& data = test::communicator_named(program, "data_parallel");
+    REQUIRE(data.group_of(0) == (data_outermost ? std::vector<int>{0, 4, 8, 12} : std::vector<int>{0, 2, 4, 6}));
+    const Communicator& forward = test::communicator_named(program, "pipeline_forward0");
+    REQUIRE(forward.group_of(0) == (data_outermost ? std::vector<int>{0, 2} : std::vector<int>{0, 8}));
+    for (const auto& group : data.groups) {
+      REQUIRE((node(group.front()) != node(group.back())) == data_outermost);
+    }
+    for (int rank = 0; rank < 16; ++rank) {
+      REQUIRE(program.program_of_rank[static_cast<std::size_t>(rank)] == (data_outermost ? rank / 2 % 2 : rank / 8));
+    }
+    test::require_boundary_sends(program, config, 2.0 * 512 * 512);
+    test::require_consistent_step(program, world());
+  }
+
+  // With context parallelism the context ranks stay next to the tensor
+  // ones: tensor 2, context 2, data 2, pipeline 2 numbers rank = tp + 2 (cp
+  // + 2 (pp + 2 dp)).
+  config = megatron(2, 2, 2, 4);
+  config.plan.model_parallel.context = 2;
+  config.plan.model_parallel.rank_order = RankOrder::tp_cp_pp_dp;
+  const Program program = compile_step(config);
+  REQUIRE(program.ranks == 16);
+  REQUIRE(test::communicator_named(program, "context_parallel").group_of(0) == std::vector<int>{0, 2});
+  REQUIRE(test::communicator_named(program, "data_parallel").group_of(0) == std::vector<int>{0, 2, 8, 10});
+  test::require_consistent_step(program, world());
+}
+
 TEST_CASE("a Megatron step runs every op once, after its dependencies, sends meeting their receives",
           "[megatron][causality]") {
   StepConfig recompute = megatron(2, 2, 4, 4, true);
@@ -318,4 +381,9 @@ TEST_CASE("Megatron plans that cannot run are refused naming the file and the fi
   document["model_parallel"]["microbatch_group_size"] = 3;
   REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
                       "p.json: model_parallel.microbatch_group_size: must be at least the 4 pipeline stages, got 3");
+  document["model_parallel"].erase("microbatch_group_size");
+  document["model_parallel"]["rank_order"] = "tp-cp-pp-dp";
+  REQUIRE(parse_plan(document, "p.json").model_parallel.rank_order == RankOrder::tp_cp_pp_dp);
+  document["model_parallel"]["rank_order"] = "dp-first";
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"), Catch::Contains("p.json: model_parallel.rank_order"));
 }

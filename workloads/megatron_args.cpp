@@ -25,7 +25,7 @@ const std::set<std::string> kSwitches = {
     "swiglu",             "untie_embeddings_and_output_weights",
     "group_query_attention", "disable_bias_linear",    "use_torch_fsdp2",
     "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion"};
+    "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping"};
 
 bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -335,6 +335,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
         {"account_for_loss", "account_for_loss_in_pipeline_split"}};
     flags.fail(flag_of_option.at(split.option), split.problem);
   }
+  if (flags.on("use_tp_pp_dp_mapping")) mp.rank_order = RankOrder::tp_cp_pp_dp;
   mp.sequence_parallel = flags.on("sequence_parallel");
   if (mp.sequence_parallel && mp.tensor == 1) {
     mp.sequence_parallel = false;

@@ -370,7 +370,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   // Megatron's order puts the context-parallel rank between the tensor- and
   // the data-parallel ones: the layout's "data" index is cp + c dp.
   const int c = mp.context;
-  const ModelParallelLayout layout{mp.tensor, config.data_parallel * c, mp.pipeline};
+  const ModelParallelLayout layout{mp.tensor, config.data_parallel * c, mp.pipeline, c, mp.rank_order};
   const ModelParallelPartition partition = partition_model(config);
 
   Program program;
@@ -415,6 +415,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["virtual_stages"] = mp.virtual_stages;
   if (uneven_pipeline(mp)) program.description["virtual_stage_layers"] = partition.virtual_stage_layers;
   if (mp.microbatch_group_size) program.description["microbatch_group_size"] = *mp.microbatch_group_size;
+  if (mp.rank_order == RankOrder::tp_cp_pp_dp) program.description["rank_order"] = "tp-cp-pp-dp";
   program.description["sequence_parallel"] = mp.sequence_parallel;
   program.description["tp_comm_overlap"] = mp.tp_comm_overlap;
   if (!mp.gradient_accumulation_fusion) program.description["gradient_accumulation_fusion"] = false;

@@ -53,12 +53,28 @@ namespace shardsim::workloads {
 // Megatron's rank order: tensor-parallel fastest, then data, then pipeline.
 struct ModelParallelLayout {
   int tensor = 1, data = 1, pipeline = 1;
+  // With context parallelism the data index is cp + context dp, and the
+  // order (plan.h's rank_order) places the two parts: Megatron's default
+  // tp-cp-dp-pp keeps them together inside the pipeline index; tp-cp-pp-dp
+  // (Megatron's --use-tp-pp-dp-mapping, Llama 3's [TP, CP, PP, DP]) puts the
+  // pipeline between them, data parallelism outermost.
+  int context = 1;
+  RankOrder order = RankOrder::tp_cp_dp_pp;
 
   int ranks() const { return tensor * data * pipeline; }
-  int rank(int tp, int dp, int pp) const { return tp + tensor * (dp + data * pp); }
+  int rank(int tp, int dp, int pp) const {
+    if (order == RankOrder::tp_cp_dp_pp) return tp + tensor * (dp + data * pp);
+    return tp + tensor * (dp % context + context * (pp + pipeline * (dp / context)));
+  }
   int tp(int rank) const { return rank % tensor; }
-  int dp(int rank) const { return rank / tensor % data; }
-  int pp(int rank) const { return rank / (tensor * data); }
+  int dp(int rank) const {
+    if (order == RankOrder::tp_cp_dp_pp) return rank / tensor % data;
+    return rank / tensor % context + context * (rank / (tensor * context * pipeline));
+  }
+  int pp(int rank) const {
+    if (order == RankOrder::tp_cp_dp_pp) return rank / (tensor * data);
+    return rank / (tensor * context) % pipeline;
+  }
 };
 
 // The communicator of one pipeline boundary: for every (tp, dp), the ranks of

@@ -158,6 +158,12 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       mp.last_stage_layers = stage_layers("last_stage_layers");
       if (parallel.has("account_for_embedding")) mp.account_for_embedding = parallel.boolean("account_for_embedding");
       if (parallel.has("account_for_loss")) mp.account_for_loss = parallel.boolean("account_for_loss");
+      if (parallel.has("rank_order")) {
+        if (zero_pipeline) parallel.fail("rank_order", "is Megatron-LM's (system \"megatron\")");
+        mp.rank_order = parallel.choice("rank_order", {"tp-cp-dp-pp", "tp-cp-pp-dp"}) == "tp-cp-dp-pp"
+                            ? RankOrder::tp_cp_dp_pp
+                            : RankOrder::tp_cp_pp_dp;
+      }
       if (parallel.has("microbatch_group_size")) {
         if (zero_pipeline) {
           parallel.fail("microbatch_group_size", "is Megatron-LM's (system \"megatron\"); ZeroPP has scheduling_unit");

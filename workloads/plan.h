@@ -87,6 +87,12 @@
 // interleaving only) runs the micro-batches through the chunks in groups of
 // N instead of p (pipeline_schedule.h): N in [p, m], and m mod N 0 or at
 // least p, which lets m be other than a multiple of p.
+// rank_order numbers the GPUs as Megatron-LM does, fastest-varying first:
+// "tp-cp-dp-pp" (the default: a pipeline stage is a block of consecutive
+// ranks, its data-parallel groups inside it) or "tp-cp-pp-dp"
+// (--use-tp-pp-dp-mapping; Llama 3's [TP, CP, PP, DP], arXiv:2407.21783
+// section 3.3.2: a pipeline is a block of consecutive ranks, and the
+// data-parallel groups, whose traffic overlaps best, span the farthest).
 //
 // "pipeline" and "tensor" are required in the block, the rest optional.
 //
@@ -176,6 +182,10 @@ struct OverlapSwitches {
   bool parameter_broadcast = true;
 };
 
+// How Megatron-LM numbers the ranks of a tensor x context x data x pipeline
+// job, fastest-varying first.
+enum class RankOrder { tp_cp_dp_pp, tp_cp_pp_dp };
+
 struct ModelParallelism {
   int tensor = 1;
   int pipeline = 1;
@@ -191,6 +201,7 @@ struct ModelParallelism {
   bool account_for_embedding = false, account_for_loss = false;
   // Interleaved schedule: micro-batches per group (pipeline_schedule.h's N); unset: the stages.
   std::optional<int> microbatch_group_size = std::nullopt;
+  RankOrder rank_order = RankOrder::tp_cp_dp_pp;  // Megatron-LM: model_parallel_step.h's layout
 
   int gpus_per_replica() const { return tensor * pipeline * context; }
   int microbatch_group() const { return microbatch_group_size.value_or(pipeline); }

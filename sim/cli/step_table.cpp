@@ -85,6 +85,10 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               on(o.at("gather_scatter")), on(o.at("optimizer_all_reduce")), on(o.at("parameter_broadcast")));
   }
   if (d.contains("virtual_stage_layers")) print_stage_layers_line(d);
+  if (d.contains("rank_order")) {
+    std::printf("# rank order %s (fastest first): pipelines on consecutive ranks, data parallelism outermost\n",
+                d.at("rank_order").get<std::string>().c_str());
+  }
   if (d.contains("microbatch_group_size")) {
     std::printf("# interleaved schedule: micro-batches through the chunks in groups of %d (the last takes the rest)\n",
                 d.at("microbatch_group_size").get<int>());
