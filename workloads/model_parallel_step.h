@@ -50,7 +50,8 @@
 
 namespace shardsim::workloads {
 
-// Megatron's rank order: tensor-parallel fastest, then data, then pipeline.
+// Megatron's rank orders: tensor-parallel fastest, then data, then pipeline
+// by default; tensor, then pipeline, then data with tp-cp-pp-dp.
 struct ModelParallelLayout {
   int tensor = 1, data = 1, pipeline = 1;
   // With context parallelism the data index is cp + context dp, and the
