@@ -165,7 +165,9 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     if (c > 1) context_parallel_ring(c, x.e * T * 2 * x.kv, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
     linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
-    attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
+    // Learned positions were added to the embedding; only rotary ones touch Q and K.
+    const bool rotary = model.positions == PositionKind::rotary;
+    if (rotary) attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
     exchange(attention.forward, "qkv", x.query + 2 * x.kv);
     const std::size_t core_at = attention.forward.size();
     attention.forward.insert(attention.forward.end(), core_forward.begin(), core_forward.end());
@@ -182,9 +184,10 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
     then_wait(attention.backward, core_backward_at);
     exchange(attention.backward, "qkv.backward", x.query + 2 * x.kv);
-    attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
-    then_wait(attention.backward, attention.backward.size() - 1);
+    const std::size_t after_exchange = attention.backward.size();
+    if (rotary) attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
     linear.column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
+    then_wait(attention.backward, after_exchange);
     attention.backward.push_back(waiting_for_call(elementwise("attention_norm.backward", x, 3 * local_tokens * h),
                                          after_combine));
 
