@@ -116,6 +116,16 @@ TEST_CASE("the flag --use-tp-pp-dp-mapping numbers the ranks tp-cp-pp-dp", "[meg
           RankOrder::tp_cp_pp_dp);
 }
 
+TEST_CASE("pipeline tensors are scattered and gathered only when the launch asks for 2021-2022 Megatron-LM's way",
+          "[megatron-args]") {
+  const std::string tp_pp = "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 ";
+  REQUIRE_FALSE(import(tp_pp).plan.model_parallel.scatter_gather_pipeline_tensors);
+  REQUIRE(import(tp_pp + "--scatter-gather-tensors-in-pipeline").plan.model_parallel.scatter_gather_pipeline_tensors);
+  REQUIRE_FALSE(import(tp_pp + "--no-scatter-gather-tensors-in-pipeline").plan.model_parallel.scatter_gather_pipeline_tensors);
+  REQUIRE_THROWS_WITH(import(tp_pp + "--scatter-gather-tensors-in-pipeline --no-scatter-gather-tensors-in-pipeline"),
+                      Catch::Contains("--no-scatter-gather-tensors-in-pipeline") && Catch::Contains("contradicts"));
+}
+
 TEST_CASE("the flags of a bundled plan give that plan", "[megatron-args]") {
   // megatron-tp4-pp4 was written from Megatron-LM's documentation; 64 GPUs
   // leave a data-parallel size of 4 and the 40M-parameter default bucket.

@@ -340,6 +340,51 @@ TEST_CASE("without gradient-accumulation fusion every micro-batch adds its gradi
   }
 }
 
+TEST_CASE("scatter/gather sends each tensor-parallel rank's 1/t of a pipeline tensor and all-gathers it on arrival",
+          "[megatron][pipeline]") {
+  const double hidden_state = 2.0 * 512 * 512;  // one 512-token micro-batch of h 512 in bf16
+  const auto gathers = [](const Program& program, int stage) {
+    int count = 0;
+    double bytes = 0;
+    for (const Op& op : program.programs[static_cast<std::size_t>(stage)].ops) {
+      if (op.kind != OpKind::collective || op.collective != CollectiveOp::all_gather ||
+          op.name.find("receive_") == std::string_view::npos) {
+        continue;
+      }
+      ++count;
+      bytes += op.bytes;
+      REQUIRE(program.communicators[static_cast<std::size_t>(op.communicator)].name == "tensor_parallel");
+    }
+    return std::pair(count, bytes);
+  };
+  for (const auto& [t, p, v] : std::vector<std::tuple<int, int, int>>{{2, 2, 1}, {4, 2, 2}}) {
+    INFO("t " << t << " p " << p << " v " << v);
+    StepConfig config = megatron(t, p, 16 / (t * p), 4, false, v);
+    config.plan.model_parallel.scatter_gather_pipeline_tensors = true;
+    const Program program = compile_step(config);
+    test::require_boundary_sends(program, config, hidden_state / t);
+    // Every stage receives (p v - 1) / p boundaries' worth each way: with
+    // p = 2, v chunks, stage 0 takes v gradients and v - 1 activations per
+    // micro-batch, stage 1 the reverse; each is gathered whole.
+    for (int stage = 0; stage < p; ++stage) {
+      const auto [count, bytes] = gathers(program, stage);
+      REQUIRE(count == 4 * (2 * v - 1));
+      REQUIRE(bytes == Approx(count * hidden_state));
+    }
+    validate_program(program);
+    test::require_consistent_step(program, world());
+    REQUIRE(program.description.at("scatter_gather_pipeline_tensors") == true);
+  }
+  SECTION("under sequence parallelism the tensor is split already: nothing changes") {
+    StepConfig config = megatron(2, 2, 4, 4, true);
+    config.plan.model_parallel.scatter_gather_pipeline_tensors = true;
+    const Program program = compile_step(config);
+    test::require_boundary_sends(program, config, hidden_state / 2);
+    REQUIRE(gathers(program, 0).first == 0);
+    REQUIRE_FALSE(program.description.contains("scatter_gather_pipeline_tensors"));
+  }
+}
+
 TEST_CASE("Megatron plans that cannot run are refused naming the file and the field", "[megatron][input]") {
   StepConfig layers = megatron(1, 3, 1, 3);  // 4 layers over 3 stages
   REQUIRE_THROWS_WITH(compile_step(layers), Catch::Contains("plan.json: model_parallel") && Catch::Contains("4 layers"));
@@ -361,6 +406,8 @@ TEST_CASE("Megatron plans that cannot run are refused naming the file and the fi
   document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/megatron-dp.json"));
   document["model_parallel"]["gradient_accumulation_fusion"] = false;
   REQUIRE_FALSE(parse_plan(document, "p.json").model_parallel.gradient_accumulation_fusion);
+  document["model_parallel"]["scatter_gather_pipeline_tensors"] = true;
+  REQUIRE(parse_plan(document, "p.json").model_parallel.scatter_gather_pipeline_tensors);
   document["model_parallel"]["gradient_accumulation_fusion"] = "no";
   REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
                       Catch::Contains("p.json: model_parallel.gradient_accumulation_fusion: must be true or false"));
@@ -369,6 +416,10 @@ TEST_CASE("Megatron plans that cannot run are refused naming the file and the fi
   REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
                       "p.json: model_parallel.gradient_accumulation_fusion: is Megatron-LM's (system \"megatron\")");
   document["model_parallel"].erase("gradient_accumulation_fusion");
+  document["model_parallel"]["scatter_gather_pipeline_tensors"] = true;
+  REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
+                      "p.json: model_parallel.scatter_gather_pipeline_tensors: is Megatron-LM's (system \"megatron\")");
+  document["model_parallel"].erase("scatter_gather_pipeline_tensors");
   document["model_parallel"]["microbatch_group_size"] = 8;
   REQUIRE_THROWS_WITH(parse_plan(document, "p.json"),
                       Catch::Contains("p.json: model_parallel.microbatch_group_size: is Megatron-LM's"));

@@ -25,7 +25,8 @@ const std::set<std::string> kSwitches = {
     "swiglu",             "untie_embeddings_and_output_weights",
     "group_query_attention", "disable_bias_linear",    "use_torch_fsdp2",
     "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping"};
+    "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
+    "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline"};
 
 bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -342,6 +343,15 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
     note("--sequence-parallel has no effect with tensor-parallel size 1 (Megatron turns it off)");
   }
   mp.gradient_accumulation_fusion = !flags.on("no_gradient_accumulation_fusion");
+  // Launches are read as Megatron-Core runs them, which sends whole pipeline
+  // tensors; --scatter-gather-tensors-in-pipeline (shardsim's) asks for the
+  // 2021-2022 Megatron-LM's default, which --no-scatter-gather-tensors-in-pipeline turned off.
+  if (flags.on("scatter_gather_tensors_in_pipeline")) {
+    if (flags.on("no_scatter_gather_tensors_in_pipeline")) {
+      flags.fail("no_scatter_gather_tensors_in_pipeline", "contradicts --scatter-gather-tensors-in-pipeline");
+    }
+    mp.scatter_gather_pipeline_tensors = true;
+  }
   if (flags.on("tp_comm_overlap")) {
     if (!mp.sequence_parallel) flags.fail("tp_comm_overlap", "needs --sequence-parallel (Megatron asserts it)");
     mp.tp_comm_overlap = true;

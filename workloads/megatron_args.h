@@ -16,7 +16,10 @@
 //     pipeline_model_parallel_size, virtual stages from
 //     virtual_pipeline_model_parallel_size, num_layers_per_virtual_pipeline_stage
 //     or num_virtual_stages_per_pipeline_rank, sequence_parallel (off when
-//     TP = 1, as Megatron turns it off)}; factors (1, 1, all) with
+//     TP = 1, as Megatron turns it off), scatter_gather_pipeline_tensors from
+//     --scatter-gather-tensors-in-pipeline (shardsim's switch for the
+//     2021-2022 Megatron-LM, whose default it was; launches are otherwise read
+//     as Megatron-Core's, which has no such thing)}; factors (1, 1, all) with
 //     use_distributed_optimizer, else (1, 1, 1); overlap.optimizer_all_reduce =
 //     overlap_grad_reduce, overlap.parameter_broadcast = overlap_param_gather
 //     (which needs both before, as Megatron asserts); buckets of

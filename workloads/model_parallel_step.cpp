@@ -69,6 +69,14 @@ class StageBuilder : PipelineStageWriter {
     return gradient_add("main_grad.add", value_dtype(config_.training), parameters, config_.training.bytes_per_value,
                         partition_.gradient_bytes_per_value);
   }
+  // Under scatter/gather a received slice is all-gathered over the
+  // tensor-parallel group before the pass can use it, on the compute
+  // stream's behalf (Megatron-LM's gather_split_1d_tensor).
+  std::vector<OpIndex> gathered(std::vector<OpIndex> received, const std::string& name) {
+    if (received.empty() || partition_.boundary_gather_bytes == 0) return received;
+    return {collective(name + ".all_gather", CollectiveOp::all_gather, *comms_.tensor, partition_.boundary_gather_bytes,
+                       tensor_stream, received)};
+  }
   void forward(const PipelinePass& pass);
   void backward(const PipelinePass& pass, bool last_of_chunk);
   void reduce_bucket(std::vector<OpIndex> deps);
@@ -100,7 +108,7 @@ void StageBuilder::run(const std::vector<KernelSpec>& list, const std::string& p
 
 void StageBuilder::forward(const PipelinePass& pass) {
   const std::string name = prefix(pass);
-  std::vector<OpIndex> deps = receive_activations(pass);
+  std::vector<OpIndex> deps = gathered(receive_activations(pass), name + "receive_activations");
   for (std::size_t module : modules_of(pass.chunk)) {
     const ModuleWork& work = partition_.modules[module];
     if (gather_at_start_ && pass.micro_batch == 0 && gather_of_module_[module]) deps.push_back(*gather_of_module_[module]);
@@ -113,7 +121,7 @@ void StageBuilder::forward(const PipelinePass& pass) {
 void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
   const std::string name = prefix(pass);
   const auto& modules = modules_of(pass.chunk);
-  std::vector<OpIndex> deps = receive_gradients(pass);
+  std::vector<OpIndex> deps = gathered(receive_gradients(pass), name + "receive_gradients");
   double working = 0;  // a layer rebuilt under full recompute, until the layer's backward is done
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
     const ModuleWork& work = partition_.modules[*it];
@@ -219,7 +227,13 @@ void StageBuilder::build() {
   std::vector<OpIndex> before_optimizer = reductions_;
   before_optimizer.insert(before_optimizer.end(), blocking_.begin(), blocking_.end());
   blocking_.clear();
-  const OpIndex optimizer = kernel(adam_step(psi / partition_.factors.optimizer), "", std::move(before_optimizer));
+  OptimizerStep step;
+  step.shard_parameters = psi / partition_.factors.optimizer;
+  step.gradient_bytes_per_value = partition_.gradient_bytes_per_value;
+  step.weight_bytes_per_value = e;
+  step.loss_scaling = config_.training.fp16;
+  step.zeroed_gradient_bytes = partition_.gradient_bytes_per_value * psi;  // zero_grad_buffer: all the stage's
+  const OpIndex optimizer = kernel(optimizer_step(step), "", std::move(before_optimizer));
   if (distributed && !gather_at_start_) emit_parameter_gathers({optimizer});
 }
 
@@ -306,6 +320,10 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   const double tokens = static_cast<double>(config.training.tokens_per_micro_batch());
   partition.boundary_bytes = config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) /
                              (mp.sequence_shards() * mp.context);
+  if (mp.scatter_gather_pipeline_tensors && !mp.sequence_parallel && mp.tensor > 1 && mp.pipeline > 1) {
+    partition.boundary_gather_bytes = partition.boundary_bytes;
+    partition.boundary_bytes /= mp.tensor;
+  }
   // The virtual stage of each layer; the embedding goes with the first
   // virtual stage, the output layer with the last.
   const int chunks_total = mp.pipeline * mp.virtual_stages;
@@ -419,6 +437,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["sequence_parallel"] = mp.sequence_parallel;
   program.description["tp_comm_overlap"] = mp.tp_comm_overlap;
   if (!mp.gradient_accumulation_fusion) program.description["gradient_accumulation_fusion"] = false;
+  if (partition.boundary_gather_bytes > 0) program.description["scatter_gather_pipeline_tensors"] = true;
   program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
   return program;
 }

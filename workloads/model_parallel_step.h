@@ -112,7 +112,8 @@ struct ModelParallelPartition {
   std::vector<double> stage_parameters;  // one GPU's parameters, per stage
   double tied_embedding_parameters = 0;  // the last stage's copy (tied, p > 1)
   double gradient_bytes_per_value = 4;   // fp32 for bf16 training under Megatron-LM
-  double boundary_bytes = 0;             // activations crossing a stage boundary
+  double boundary_bytes = 0;             // activations crossing a stage boundary, each sending rank's
+  double boundary_gather_bytes = 0;      // the whole tensor, all-gathered on arrival (scatter/gather); else 0
 };
 
 // Throws as compile_model_parallel_step does, and for a zero_pipeline

@@ -147,6 +147,10 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
         if (zero_pipeline) parallel.fail("gradient_accumulation_fusion", "is Megatron-LM's (system \"megatron\")");
         mp.gradient_accumulation_fusion = parallel.boolean("gradient_accumulation_fusion");
       }
+      if (parallel.has("scatter_gather_pipeline_tensors")) {
+        if (zero_pipeline) parallel.fail("scatter_gather_pipeline_tensors", "is Megatron-LM's (system \"megatron\")");
+        mp.scatter_gather_pipeline_tensors = parallel.boolean("scatter_gather_pipeline_tensors");
+      }
       if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
       const auto stage_layers = [&](const std::string& key) -> std::optional<int> {
         if (!parallel.has(key)) return std::nullopt;

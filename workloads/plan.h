@@ -71,6 +71,13 @@
 // training) main gradients themselves; off, every micro-batch's gradients
 // land in param.grad and a hook adds them into main_grad, a pass over the
 // stage's parameters (model_parallel_step.h).
+// scatter_gather_pipeline_tensors (default false; Megatron-LM of 2021-2022,
+// Narayanan et al. 2021 section 4.1, on by default there until pipeline
+// communication moved into Megatron-Core, which sends whole tensors): each
+// tensor-parallel rank of a stage sends its 1/t slice of the activation or
+// gradient crossing the boundary, and the receiving stage all-gathers the
+// slices over its tensor-parallel group. Under sequence parallelism the
+// tensor is already split and this changes nothing, as in Megatron-LM.
 // Stages split the layers evenly unless told otherwise, as Megatron-LM's
 // uneven-pipeline options do (pipeline_split.h): first_stage_layers /
 // last_stage_layers (--decoder-first/last-pipeline-num-layers) give the
@@ -196,6 +203,9 @@ struct ModelParallelism {
   int ulysses = 1;  // DeepSpeed-Ulysses sequence parallelism (data-parallel systems)
   int context = 1;  // Megatron-LM context parallelism (ring attention)
   bool gradient_accumulation_fusion = true;  // Megatron-LM: wgrad GEMMs accumulate into main_grad
+  // Megatron-LM before Megatron-Core: each tensor-parallel rank sends 1/t of a
+  // pipeline tensor, all-gathered on arrival (without sequence parallelism).
+  bool scatter_gather_pipeline_tensors = false;
   // Uneven pipeline stages (pipeline_split.h); unset / false: L / p layers each.
   std::optional<int> first_stage_layers = std::nullopt, last_stage_layers = std::nullopt;
   bool account_for_embedding = false, account_for_loss = false;

@@ -260,15 +260,25 @@ Op kernel_op(const KernelSpec& spec, int stream) {
   return op;
 }
 
-KernelSpec adam_step(double parameters) {
-  constexpr double kAdamBytesPerParameter = 28;
+double optimizer_bytes_per_parameter(const OptimizerStep& step) {
+  constexpr double kMainBytes = 4;    // fp32 main gradients and master weights
+  constexpr double kFusedAdam = 28;   // read gradient, master, m, v; write master, m, v
+  const double g = step.gradient_bytes_per_value;
+  const double to_main_gradients = g < kMainBytes ? g + kMainBytes : 0;
+  const double unscale = step.loss_scaling ? 2 * kMainBytes : 0;
+  const double norm = kMainBytes;
+  const double to_model_weights = kMainBytes + step.weight_bytes_per_value;
+  return to_main_gradients + unscale + norm + kFusedAdam + to_model_weights;
+}
+
+KernelSpec optimizer_step(const OptimizerStep& step) {
   constexpr double kAdamFlopsPerParameter = 12;
   KernelSpec adam;
   adam.name = "optimizer.adam";
   adam.kernel = KernelClass::optimizer;
   adam.dtype = Dtype::fp32;
-  adam.flops = kAdamFlopsPerParameter * parameters;
-  adam.hbm_bytes = kAdamBytesPerParameter * parameters;
+  adam.flops = kAdamFlopsPerParameter * step.shard_parameters;
+  adam.hbm_bytes = optimizer_bytes_per_parameter(step) * step.shard_parameters + step.zeroed_gradient_bytes;
   return adam;
 }
 

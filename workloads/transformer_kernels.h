@@ -144,11 +144,34 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
 // The compute op that runs `spec` (not a call) on `stream`.
 Op kernel_op(const KernelSpec& spec, int stream);
 
-// The fused Adam step over `parameters` parameters (a GPU's optimizer shard):
-// per parameter it reads the bf16 gradient (2 bytes), reads and writes the
-// fp32 master weight and both moments (3 x 8) and writes the bf16 weight (2),
-// at about 12 FLOPs.
-KernelSpec adam_step(double parameters);
+// A mixed-precision Adam step on one GPU, pass by pass as Megatron-LM's
+// MixedPrecisionOptimizer.step() makes them (megatron/core/optimizer/
+// optimizer.py), in bytes per parameter of the GPU's optimizer shard:
+//   gradients to fp32 main gradients, when they were reduced in bf16/fp16
+//     (.float() copies nothing when they are fp32 already)   read g, write 4
+//   fp16 only: unscale by the loss scale and check for inf/NaN  read 4, write 4
+//   the gradient norm for clipping                           read 4
+//   fused Adam: gradient, master weight, both moments in; the three out   28
+//   master weights into the model's bf16/fp16 weights        read 4, write e
+// Clipping scales the gradients only when their norm exceeds the threshold,
+// which a healthy step's does not; that pass is not counted. DeepSpeed's ZeRO
+// optimizers make the same passes (they scale unconditionally and flatten
+// first, which is not counted either). Megatron-LM also zeroes its
+// contiguous gradient buffers for the next step (zero_grad_buffer, the whole
+// buffer, not the shard); DeepSpeed and FSDP free gradients instead.
+struct OptimizerStep {
+  double shard_parameters = 0;          // this GPU's optimizer shard
+  double gradient_bytes_per_value = 2;  // as reduced: fp32 (Megatron-LM, bf16) or the training dtype
+  double weight_bytes_per_value = 2;    // the model's bf16 / fp16 weights
+  bool loss_scaling = false;            // fp16
+  double zeroed_gradient_bytes = 0;     // gradient buffers zeroed for the next step
+};
+
+// Bytes the step moves per parameter of the shard (the zeroing aside).
+double optimizer_bytes_per_parameter(const OptimizerStep& step);
+
+// The step as one kernel: its bytes, at about 12 FLOPs per parameter (Adam's arithmetic).
+KernelSpec optimizer_step(const OptimizerStep& step);
 
 // Model FLOPs of one step, Megatron-LM's count (Narayanan et al. 2021,
 // appendix): forward + backward = 3 x forward GEMMs, attention not halved for

@@ -58,7 +58,7 @@ void print_step_table(const std::string& title, const workloads::Program& progra
               d.at("model").get<std::string>().c_str(), d.at("parameters").get<double>() / 1e9, cluster.c_str(),
               program.ranks, d.at("data_parallel").get<int>());
   if (d.contains("tensor_parallel")) {
-    std::printf("# plan %s (megatron): tensor %d%s%s%s, pipeline %d x %d virtual stages, %s%s; overlap: gradient reduce "
+    std::printf("# plan %s (megatron): tensor %d%s%s%s, pipeline %d x %d virtual stages, %s%s%s; overlap: gradient reduce "
                 "%s, parameter gather %s\n",
                 d.at("plan").get<std::string>().c_str(), d.at("tensor_parallel").get<int>(),
                 d.at("sequence_parallel").get<bool>() ? " + sequence parallel" : "",
@@ -70,6 +70,7 @@ void print_step_table(const std::string& title, const workloads::Program& progra
                 d.at("virtual_stages").get<int>(),
                 d.at("distributed_optimizer").get<bool>() ? "distributed optimizer" : "replicated optimizer",
                 d.contains("gradient_accumulation_fusion") ? ", gradients added into main_grad per micro-batch" : "",
+                d.contains("scatter_gather_pipeline_tensors") ? ", pipeline tensors scattered and gathered" : "",
                 on(o.at("gradient_reduce")), on(o.at("parameter_gather")));
   } else {
     if (d.contains("scheduling_unit")) {
