@@ -26,13 +26,14 @@ directly. Nothing in shardsim was fitted to these rows.
 """
 import csv
 import json
-import math
 import pathlib
 import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from comparison_report import print_ratio_summary, write_comparison  # noqa: E402
 PEAK_FLOPS = 312e12  # A800 dense bf16, as the paper's MFU uses
 SEQUENCE = 4096
 
@@ -64,10 +65,6 @@ def paper_flops_per_token(published):
             flops = float(row["published_mfu"]) * PEAK_FLOPS / float(row["published_tgs"])
             per_model.setdefault(row["model"], []).append(flops)
     return {model: sum(v) / len(v) for model, v in per_model.items()}
-
-
-def geometric_mean(values):
-    return math.exp(sum(math.log(x) for x in values) / len(values))
 
 
 def main():
@@ -102,12 +99,8 @@ def main():
             print(f"{r['where']:20} {r['model']:9} {r['plan']:14} {r['gpus']:>5} GPUs M {r['micro_batches']:>3} "
                   f"{r['overlap']:8}  TGS published {r['published_tgs']:>5}  predicted {r['predicted_tgs'] or 'OOM':>5}"
                   f"  ratio {r['ratio'] or '-'}", flush=True)
-    with (HERE / "comparison.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(out_rows[0].keys()))
-        writer.writeheader()
-        writer.writerows(out_rows)
+    write_comparison(HERE / "comparison.csv", out_rows)
 
-    print(f"\n{'rows':44} {'points':>6} {'predicted/published':>20} {'range':>13}")
     groups = [
         ("Table V, 64 GPUs, all overlaps, M = 8", lambda r: r["where"] == "Table V" and r["overlap"] == "all"
          and r["micro_batches"] == "8"),
@@ -117,11 +110,8 @@ def main():
         ("ZeRO-1 and MiCS, 1024 GPUs", lambda r: r["gpus"] == "1024" and r["plan"].split("-")[0] in ("zero1", "mics")),
         ("ZeRO-3 and ZeRO++, 8 and 1024 GPUs", lambda r: r["plan"] in ("zero3", "zeropp-hpz8")),
     ]
-    for label, wanted in groups:
-        ratios = [float(r["ratio"]) for r in out_rows if wanted(r) and r["ratio"]]
-        if ratios:
-            print(f"{label:44} {len(ratios):>6} {geometric_mean(ratios):>20.2f} "
-                  f"{min(ratios):>6.2f}-{max(ratios):.2f}")
+    print_ratio_summary([(label, [float(r["ratio"]) for r in out_rows if wanted(r) and r["ratio"]])
+                         for label, wanted in groups], width=44)
 
     # Table V's step time is a per-step part plus M micro-batches of compute:
     # a least-squares line through its four points separates the two.

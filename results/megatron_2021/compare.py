@@ -30,19 +30,20 @@ comparison.csv): Table 1's micro-batch size (1, as in Table 2's PTD rows)
 and its chunks per pipeline stage (the fewest above one that divide the
 stage's layers: 2, or 3 for 60- and 105-layer models). Table 2's PTD rows are
 run with the same schedule. Section 4.1's scatter/gather of pipeline
-tensors is not modelled: every tensor-parallel rank sends its whole
-activation across the stage boundary, as Megatron-LM does with the
-optimization off.
+tensors, Megatron-LM's default then, is on (--scatter-gather-tensors-in-pipeline):
+each tensor-parallel rank sends 1/t of the activation across the stage
+boundary, and the receiving stage all-gathers it over NVLink.
 """
 import csv
 import json
-import math
 import pathlib
 import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from comparison_report import print_ratio_summary, write_comparison  # noqa: E402
 SEQUENCE = 2048
 VOCAB = 51200
 
@@ -82,6 +83,7 @@ def megatron_flags(row, micro_batch, chunks):
         "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
         "--no-gradient-accumulation-fusion",
         f"--tensor-model-parallel-size {row['tensor']} --pipeline-model-parallel-size {row['pipeline']}",
+        "--scatter-gather-tensors-in-pipeline",
     ]
     if chunks > 1:
         layers_per_chunk = int(row["layers"]) // int(row["pipeline"]) // chunks
@@ -148,18 +150,11 @@ def main():
             print(f"table {row['table']} {row['system']:5} {row['params_billion']:>7} B {gpus:5} GPUs  "
                   f"published {measured:5.0f}  predicted {out_rows[-1]['predicted_tflops_per_gpu'] or 'OOM':>6} "
                   f"TFLOP/s per GPU  ratio {out_rows[-1]['ratio'] or '-'}", flush=True)
-    with (HERE / "comparison.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(out_rows[0].keys()))
-        writer.writeheader()
-        writer.writerows(out_rows)
-
-    print(f"\n{'rows':28} {'points':>6} {'predicted/published':>20} {'range':>13}")
-    for label, table, system in [("Table 1, PTD", "1", "ptd"), ("Table 2, PTD", "2", "ptd"), ("Table 2, ZeRO-3", "2", "zero3")]:
-        ratios = [float(r["ratio"]) for r in out_rows if r["table"] == table and r["system"] == system and r["ratio"]]
-        if ratios:
-            mean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-            print(f"{label:28} {len(ratios):>6} {mean:>20.2f} {min(ratios):>6.2f}-{max(ratios):.2f}")
-
+    write_comparison(HERE / "comparison.csv", out_rows)
+    print_ratio_summary([
+        (label, [float(r["ratio"]) for r in out_rows if r["table"] == table and r["system"] == system and r["ratio"]])
+        for label, table, system in [("Table 1, PTD", "1", "ptd"), ("Table 2, PTD", "2", "ptd"),
+                                     ("Table 2, ZeRO-3", "2", "zero3")]])
 
 if __name__ == "__main__":
     main()
