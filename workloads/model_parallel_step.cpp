@@ -227,13 +227,13 @@ void StageBuilder::build() {
   std::vector<OpIndex> before_optimizer = reductions_;
   before_optimizer.insert(before_optimizer.end(), blocking_.begin(), blocking_.end());
   blocking_.clear();
-  OptimizerStep step;
-  step.shard_parameters = psi / partition_.factors.optimizer;
-  step.gradient_bytes_per_value = partition_.gradient_bytes_per_value;
-  step.weight_bytes_per_value = e;
-  step.loss_scaling = config_.training.fp16;
-  step.zeroed_gradient_bytes = partition_.gradient_bytes_per_value * psi;  // zero_grad_buffer: all the stage's
-  const OpIndex optimizer = kernel(optimizer_step(step), "", std::move(before_optimizer));
+  const OpIndex optimizer =
+      kernel(optimizer_step({.shard_parameters = psi / partition_.factors.optimizer,
+                             .gradient_bytes_per_value = partition_.gradient_bytes_per_value,
+                             .weight_bytes_per_value = e,
+                             .loss_scaling = config_.training.fp16,
+                             .zeroed_gradient_bytes = partition_.gradient_bytes_per_value * psi}),  // zero_grad_buffer
+             "", std::move(before_optimizer));
   if (distributed && !gather_at_start_) emit_parameter_gathers({optimizer});
 }
 

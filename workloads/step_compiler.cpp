@@ -560,12 +560,11 @@ void StepBuilder::build() {
   // This rank's optimizer shard: of the dense states, and of its experts' under expert parallelism.
   const double shard = dense_.parameters / dense_.factors.optimizer + experts_.parameters / experts_.factors.optimizer;
   // Gradients were reduced in the training dtype; ZeRO frees them rather than zeroing a buffer.
-  OptimizerStep step;
-  step.shard_parameters = shard;
-  step.gradient_bytes_per_value = e_;
-  step.weight_bytes_per_value = e_;
-  step.loss_scaling = config_.training.fp16;
-  const OpIndex optimizer = kernel(optimizer_step(step), "", last_reductions_);
+  const OpIndex optimizer = kernel(optimizer_step({.shard_parameters = shard,
+                                                    .gradient_bytes_per_value = e_,
+                                                    .weight_bytes_per_value = e_,
+                                                    .loss_scaling = config_.training.fp16}),
+                                   "", last_reductions_);
   if (!update_at_start_) emit_parameter_update({optimizer});
   // DeepSpeed ZeRO-3 gathers the updated persistent parameters at the end of
   // its step, in one call.

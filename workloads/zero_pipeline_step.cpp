@@ -390,12 +390,11 @@ void StageBuilder::build() {
   std::vector<OpIndex> before_optimizer = reductions_;
   before_optimizer.insert(before_optimizer.end(), blocking_.begin(), blocking_.end());
   blocking_.clear();
-  OptimizerStep step;  // as ZeRO's (step_compiler.cpp)
-  step.shard_parameters = psi / factors_.optimizer;
-  step.gradient_bytes_per_value = e_;
-  step.weight_bytes_per_value = e_;
-  step.loss_scaling = config_.training.fp16;
-  kernel(optimizer_step(step), "", std::move(before_optimizer));
+  kernel(optimizer_step({.shard_parameters = psi / factors_.optimizer,  // gradients in the training dtype, as ZeRO's
+                         .gradient_bytes_per_value = e_,
+                         .weight_bytes_per_value = e_,
+                         .loss_scaling = config_.training.fp16}),
+         "", std::move(before_optimizer));
   if (comms_.update && !update_at_start_) emit_update({*last_compute_});
 }
 
