@@ -88,6 +88,21 @@ ComputeCalibration parse_compute(JsonObjectReader reader) {
   if (compute.dtypes.empty()) reader.fail("dtypes", "must list at least one dtype");
   compute.attention_efficiency = fraction(reader, "attention_efficiency");
   compute.attention_source = reader.string("attention_source");
+  if (reader.has("attention_kernels")) {
+    auto kernels = reader.object("attention_kernels");
+    for (const auto& name : kernels.take_all_keys()) {
+      if (name != "flash_attention_2" && name != "flash_attention_3") {
+        kernels.fail(name, "unknown attention kernel (flash_attention_2, flash_attention_3)");
+      }
+      auto entry = kernels.object(name);
+      AttentionKernelCalibration kernel;
+      kernel.efficiency = fraction(entry, "efficiency");
+      kernel.source = entry.string("source");
+      entry.finish();
+      compute.attention_kernels.emplace(name, std::move(kernel));
+    }
+    kernels.finish();
+  }
   compute.hbm_bytes_per_second = reader.positive_number("hbm_bytes_per_second");
   compute.hbm_efficiency = fraction(reader, "hbm_efficiency");
   compute.hbm_source = reader.string("hbm_source");
@@ -114,6 +129,18 @@ double DtypeCompute::gemm_efficiency_at(double flops) const {
 const DtypeCompute* ComputeCalibration::find(std::string_view dtype) const {
   const auto it = dtypes.find(dtype);
   return it == dtypes.end() ? nullptr : &it->second;
+}
+
+double Profile::attention_efficiency(workloads::AttentionKernel kernel) const {
+  if (kernel == workloads::AttentionKernel::profile) return compute.attention_efficiency;
+  const std::string_view name = workloads::to_string(kernel);
+  const auto it = compute.attention_kernels.find(name);
+  if (it == compute.attention_kernels.end()) {
+    throw_input_error(file, "compute.attention_kernels." + std::string(name),
+                      "missing: the training config runs " + std::string(name) +
+                          " (attention_kernel), and this profile gives no efficiency for it");
+  }
+  return it->second.efficiency;
 }
 
 const AlgorithmParams* Profile::find(CollectiveOp op, Algorithm algorithm) const {

@@ -15,6 +15,9 @@
 //   compute.dtypes.<dtype>                peak_flops_per_second and gemm_efficiency, a
 //                                         table of {flops, efficiency} over GEMM sizes;
 //   compute.attention_efficiency          fused attention kernels' fraction of peak;
+//   compute.attention_kernels (optional)  {efficiency, source} of named kernels
+//                                         ("flash_attention_2", "flash_attention_3")
+//                                         a training config may ask for instead;
 //   compute.hbm_bytes_per_second,
 //   compute.hbm_efficiency                nominal HBM bandwidth and the fraction
 //                                         memory-bound kernels reach;
@@ -31,6 +34,7 @@
 #include "calib/measured_curves.h"
 #include "topology/link_kind.h"
 #include "workloads/collective_kind.h"
+#include "workloads/program.h"
 
 #include <nlohmann/json.hpp>
 
@@ -73,6 +77,11 @@ struct EfficiencyPoint {
   double efficiency = 0;
 };
 
+struct AttentionKernelCalibration {
+  double efficiency = 1;
+  std::string source;
+};
+
 struct DtypeCompute {
   double peak_flops_per_second = 0;
   std::vector<EfficiencyPoint> gemm_efficiency;  // ascending flops
@@ -85,8 +94,9 @@ struct DtypeCompute {
 
 struct ComputeCalibration {
   std::map<std::string, DtypeCompute, std::less<>> dtypes;  // "bf16", "fp16", "fp8", "fp32"
-  double attention_efficiency = 1;
+  double attention_efficiency = 1;  // the profile's own fused kernel
   std::string attention_source;
+  std::map<std::string, AttentionKernelCalibration, std::less<>> attention_kernels;  // by to_string(AttentionKernel)
   double hbm_bytes_per_second = 0;
   double hbm_efficiency = 1;
   std::string hbm_source;
@@ -112,6 +122,9 @@ struct Profile {
   double bandwidth_efficiency(LinkKind kind) const {
     return links[static_cast<std::size_t>(kind)].bandwidth_efficiency;
   }
+  // The efficiency attention ops of `kernel` run at. Throws InputError
+  // naming compute.attention_kernels.<name> when the profile has none.
+  double attention_efficiency(workloads::AttentionKernel kernel) const;
   // nullptr when the profile has no entry for this collective and algorithm.
   const AlgorithmParams* find(CollectiveOp op, Algorithm algorithm) const;
   const ProtocolParams* find(CollectiveOp op, Algorithm algorithm, Protocol protocol) const;

@@ -96,3 +96,21 @@ TEST_CASE("a program read back from JSON has the names and dependencies it was w
   const Program back = program_from_json(program_to_json(program), "program.json");
   require_chain(back.programs.at(0), 20);
 }
+
+TEST_CASE("an attention op read back from JSON keeps its kernel", "[program][attention]") {
+  Program program;
+  program.ranks = 1;
+  program.streams = {"compute"};
+  program.programs.emplace_back();
+  for (AttentionKernel kernel :
+       {AttentionKernel::profile, AttentionKernel::flash_attention_2, AttentionKernel::flash_attention_3}) {
+    Op op = make_op(OpKind::compute, 0);
+    op.kernel = KernelClass::attention;
+    op.attention_kernel = kernel;
+    program.programs[0].append(op, std::string(to_string(kernel)));
+  }
+  program.program_of_rank = {0};
+  validate_program(program);
+  const Program back = program_from_json(program_to_json(program), "program.json");
+  for (const Op& op : back.programs.at(0).ops) CHECK(to_string(op.attention_kernel) == op.name);
+}

@@ -15,14 +15,15 @@ double flash_attention_flops(double batch, double heads, double sequence, double
   return backward ? kFlashBackwardOverForward * forward : forward;
 }
 
-void attention_core(const LayerShapes& x, bool flash, bool dropout, std::vector<KernelSpec>& forward,
+void attention_core(const LayerShapes& x, const TrainingConfig& training, std::vector<KernelSpec>& forward,
                     std::vector<KernelSpec>& backward) {
   const double full_flops = 4 * x.batch * x.sequence * x.sequence * x.query;  // Q K^T and P V, every score
   const double head_dim = x.query / x.heads;
-  if (flash) {
+  if (training.flash_attention) {
     KernelSpec spec;
     spec.name = "attention";
     spec.kernel = KernelClass::attention;
+    spec.attention_kernel = training.attention_kernel;
     spec.dtype = x.dtype;
     spec.flops = flash_attention_flops(x.batch, x.heads, x.sequence, head_dim, true, false);
     // q, k, v in, o out, plus fp32 row log-sum-exps.
@@ -52,6 +53,7 @@ void attention_core(const LayerShapes& x, bool flash, bool dropout, std::vector<
   };
   forward.push_back(batched("attention.scores", full_flops / 2, x.e * (scores + x.tokens * (x.query + x.kv))));
   forward.push_back(elementwise("attention.softmax", x, 2 * scores));
+  const bool dropout = training.drops_attention();
   if (dropout) forward.push_back(masked_dropout("attention.dropout", x, scores));
   forward.push_back(batched("attention.context", full_flops / 2, x.e * (scores + x.tokens * (x.kv + x.query))));
   backward.push_back(batched("attention.context.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));

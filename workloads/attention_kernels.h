@@ -19,12 +19,14 @@ namespace shardsim::workloads {
 double flash_attention_flops(double batch, double heads, double sequence, double head_dim, bool causal, bool backward);
 
 // Appends the core's forward and backward kernels for `x`'s heads over its
-// whole sequence. With `dropout`, the unfused core drops probabilities in a
-// pass of its own (torch's dropout: the probabilities in and out and a
-// one-byte mask in forward; the gradient in and out and the mask in
-// backward); FlashAttention draws the mask inside its kernel from the RNG
-// state, which moves no extra bytes.
-void attention_core(const LayerShapes& x, bool flash, bool dropout, std::vector<KernelSpec>& forward,
+// whole sequence: FlashAttention's (the training's attention_kernel) when
+// the training has flash_attention, else the unfused ones. With attention
+// dropout, the unfused core drops probabilities in a pass of its own
+// (torch's dropout: the probabilities in and out and a one-byte mask in
+// forward; the gradient in and out and the mask in backward); FlashAttention
+// draws the mask inside its kernel from the RNG state, which moves no extra
+// bytes.
+void attention_core(const LayerShapes& x, const TrainingConfig& training, std::vector<KernelSpec>& forward,
                     std::vector<KernelSpec>& backward);
 
 // Megatron-LM's context parallelism over c GPUs (Transformer Engine's ring

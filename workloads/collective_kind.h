@@ -12,6 +12,7 @@
 // large chunks, full bandwidth).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,7 +22,7 @@ namespace shardsim::workloads {
 
 // send: the member at `root` sends its buffer to every other member of the
 // group (pipelines use groups of two: one send, one receive).
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, send };
+enum class CollectiveOp : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, send };
 inline constexpr int kCollectiveOpCount = 8;
 enum class Algorithm { ring, tree, hierarchical, direct, nvls, nvls_tree };
 enum class Protocol { ll, ll128, simple };

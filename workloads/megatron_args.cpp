@@ -407,6 +407,10 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   if (const auto backend = flags.choice("attention_backend", {"auto", "flash", "fused", "unfused", "local"})) {
     training.flash_attention = *backend != "unfused" && *backend != "local";
   }
+  // Which FlashAttention generation runs the launch does not say (Transformer
+  // Engine picks what is installed); the training config's choice stands
+  // unless the launch turns fused attention off.
+  if (!training.flash_attention) training.attention_kernel = AttentionKernel::profile;
 
   // Megatron-LM drops attention probabilities and hidden states with
   // probability 0.1 unless told otherwise (arguments.py); LLaMA-style

@@ -27,6 +27,8 @@ constexpr std::array kOpKinds{OpKind::compute, OpKind::collective, OpKind::memor
 constexpr std::array kKernelClasses{KernelClass::gemm, KernelClass::attention, KernelClass::elementwise,
                                     KernelClass::optimizer};
 constexpr std::array kDtypes{Dtype::bf16, Dtype::fp16, Dtype::fp8, Dtype::fp32};
+constexpr std::array kAttentionKernels{AttentionKernel::profile, AttentionKernel::flash_attention_2,
+                                       AttentionKernel::flash_attention_3};
 constexpr std::array kMemoryCategories{MemoryCategory::parameters,         MemoryCategory::secondary_parameters,
                                        MemoryCategory::gradients,          MemoryCategory::optimizer_states,
                                        MemoryCategory::activations,        MemoryCategory::gathered_parameters,
@@ -69,6 +71,22 @@ std::string_view to_string(Dtype dtype) {
     case Dtype::fp32: return "fp32";
   }
   return "?";
+}
+
+std::string_view to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::profile: return "profile";
+    case AttentionKernel::flash_attention_2: return "flash_attention_2";
+    case AttentionKernel::flash_attention_3: return "flash_attention_3";
+  }
+  return "?";
+}
+
+AttentionKernel parse_attention_kernel(std::string_view name) {
+  for (AttentionKernel kernel : kAttentionKernels) {
+    if (to_string(kernel) == name) return kernel;
+  }
+  throw std::invalid_argument("'" + std::string(name) + "' is not profile, flash_attention_2 or flash_attention_3");
 }
 
 std::string_view to_string(MemoryCategory category) {
@@ -241,6 +259,7 @@ nlohmann::json program_to_json(const Program& program) {
           entry["flops"] = op.flops;
           entry["hbm_bytes"] = op.hbm_bytes;
           if (op.kernel == KernelClass::gemm) entry["gemm"] = {op.gemm.m, op.gemm.n, op.gemm.k};
+          if (op.kernel == KernelClass::attention) entry["attention_kernel"] = to_string(op.attention_kernel);
           break;
         case OpKind::collective:
           entry["collective"] = to_string(op.collective);
@@ -289,6 +308,10 @@ void parse_op(JsonObjectReader reader, RankProgram& program) {
           reader.fail("gemm", "must be [m, n, k]");
         }
         op.gemm = {shape[0].get<std::int64_t>(), shape[1].get<std::int64_t>(), shape[2].get<std::int64_t>()};
+      }
+      // Absent in Programs written before attention kernels had names.
+      if (op.kernel == KernelClass::attention && reader.has("attention_kernel")) {
+        op.attention_kernel = parse_enum(reader, "attention_kernel", kAttentionKernels);
       }
       break;
     }

@@ -51,6 +51,13 @@ enum class KernelClass : std::uint8_t { gemm, attention, elementwise, optimizer 
 
 enum class Dtype : std::uint8_t { bf16, fp16, fp8, fp32 };
 
+// The fused kernel an attention op is priced as: the profile's own
+// (compute.attention_efficiency: the kernel its figure is of, or the one the
+// probe timed), or a FlashAttention generation the profile lists under
+// compute.attention_kernels. Which one runs is the software's choice, so the
+// training config names it (attention_kernel), not the profile.
+enum class AttentionKernel : std::uint8_t { profile, flash_attention_2, flash_attention_3 };
+
 enum class MemoryCategory : std::uint8_t {
   parameters,             // this rank's shard of the bf16 parameters
   secondary_parameters,   // ZeRO++ hpZ copy
@@ -70,9 +77,11 @@ struct GemmShape {
 // The one-byte fields of every kind come first, where they pack.
 struct Op {
   OpKind kind = OpKind::compute;
-  KernelClass kernel = KernelClass::elementwise;        // compute
-  Dtype dtype = Dtype::bf16;                            // compute
-  MemoryCategory memory = MemoryCategory::activations;  // memory
+  KernelClass kernel = KernelClass::elementwise;                // compute
+  Dtype dtype = Dtype::bf16;                                    // compute
+  AttentionKernel attention_kernel = AttentionKernel::profile;  // attention only
+  CollectiveOp collective = CollectiveOp::all_reduce;           // collective
+  MemoryCategory memory = MemoryCategory::activations;          // memory
   int stream = 0;
   std::string_view name;                // in the rank program's storage
   std::span<const std::uint32_t> deps;  // indices of earlier ops of the same rank program, ditto
@@ -83,7 +92,6 @@ struct Op {
   GemmShape gemm;  // gemm only
 
   // collective
-  CollectiveOp collective = CollectiveOp::all_reduce;
   int communicator = -1;
   int root = 0;  // position in the group, for broadcast and reduce
 
@@ -160,6 +168,9 @@ double bytes_sent_per_rank(const Program& program, int rank);
 std::string_view to_string(OpKind kind);
 std::string_view to_string(KernelClass kernel);
 std::string_view to_string(Dtype dtype);
+std::string_view to_string(AttentionKernel kernel);
+// Throws std::invalid_argument listing the names for anything else.
+AttentionKernel parse_attention_kernel(std::string_view name);
 std::string_view to_string(MemoryCategory category);
 double bytes_per_element(Dtype dtype);
 

@@ -671,6 +671,7 @@ nlohmann::json step_description(const StepConfig& config, const ShardingFactors&
       {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
       {"recompute", to_string(config.training.recompute)},
       {"flash_attention", config.training.flash_attention},
+      {"attention_kernel", to_string(config.training.attention_kernel)},
       {"dtype", config.training.fp16 ? "fp16" : "bf16"},
   };
 }

@@ -31,6 +31,13 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   const std::string recompute = reader.choice("recompute", {"none", "selective", "full"});
   training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
   training.flash_attention = reader.boolean("flash_attention");
+  if (reader.has("attention_kernel")) {
+    const std::string kernel = reader.choice("attention_kernel", {"flash_attention_2", "flash_attention_3"});
+    if (!training.flash_attention) {
+      reader.fail("attention_kernel", "names a FlashAttention kernel, but flash_attention is false");
+    }
+    training.attention_kernel = parse_attention_kernel(kernel);
+  }
   if (reader.has("dropout")) {
     auto dropout = reader.object("dropout");
     const auto probability = [&dropout](const std::string& key) {

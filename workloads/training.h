@@ -4,6 +4,7 @@
 //    "global_batch": {"tokens": 4194304},            (or {"sequences": 1024})
 //    "precision": "bf16", "fp8_gemms": false,
 //    "recompute": "none", "flash_attention": true,
+//    "attention_kernel": "flash_attention_2",         (optional)
 //    "dropout": {"attention": 0.1, "hidden": 0.1}}     (optional; none if absent)
 //
 // precision is the dtype of parameters, gradients and activations ("bf16" or
@@ -11,6 +12,12 @@
 // recompute: "none" keeps every activation the backward pass needs;
 // "selective" recomputes the attention core (Korthikanti et al. 2022);
 // "full" keeps only each layer's input and recomputes the layer in backward.
+// attention_kernel names the FlashAttention generation that runs,
+// "flash_attention_2" or "flash_attention_3" (Hopper only), priced at the
+// efficiency the profile gives it (compute.attention_kernels); without it,
+// the profile's own fused-attention figure (compute.attention_efficiency).
+// The generation matters most on Hopper: FlashAttention-2 reaches 35 % of an
+// H100's peak, FlashAttention-3 1.5-2 times that (Shah et al. 2024).
 // dropout: the probability of dropping attention probabilities and hidden
 // states (Megatron-LM's --attention-dropout and --hidden-dropout; GPT-2/3
 // style training). Modern pretraining runs without it, the default. What it
@@ -23,6 +30,7 @@
 #pragma once
 
 #include "workloads/model.h"
+#include "workloads/program.h"
 
 #include <nlohmann/json.hpp>
 
@@ -46,6 +54,7 @@ struct TrainingConfig {
   bool fp8_gemms = false;
   Recompute recompute = Recompute::none;
   bool flash_attention = true;
+  AttentionKernel attention_kernel = AttentionKernel::profile;  // with flash_attention
   double attention_dropout = 0;  // probability, in [0, 1)
   double hidden_dropout = 0;
 

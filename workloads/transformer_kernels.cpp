@@ -161,7 +161,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
     ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;
-    attention_core(core, training.flash_attention, training.drops_attention(), core_forward, core_backward);
+    attention_core(core, training, core_forward, core_backward);
     if (c > 1) context_parallel_ring(c, x.e * T * 2 * x.kv, core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
     linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
@@ -254,6 +254,7 @@ Op kernel_op(const KernelSpec& spec, int stream) {
   Op op = make_op(OpKind::compute, stream);
   op.kernel = spec.kernel;
   op.dtype = spec.dtype;
+  op.attention_kernel = spec.attention_kernel;
   op.flops = spec.flops;
   op.hbm_bytes = spec.hbm_bytes;
   op.gemm = spec.gemm;

@@ -94,6 +94,7 @@ struct ModelParallelCall {
 struct KernelSpec {
   std::string name;
   KernelClass kernel = KernelClass::elementwise;
+  AttentionKernel attention_kernel = AttentionKernel::profile;  // attention only
   Dtype dtype = Dtype::bf16;
   double flops = 0;
   double hbm_bytes = 0;

@@ -200,6 +200,16 @@ AMPERE_ATTENTION = ("FlashAttention-2 (Dao 2023, arXiv:2307.08691, abstract): 50
                     "maximum FLOP/s on A100; midpoint 0.615")
 HOPPER_ATTENTION = ("FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608, abstract): FlashAttention-2 reaches "
                     "35% of H100 peak and FlashAttention-3 is 1.5-2.0x faster; midpoint 1.75 x 35% = 0.61")
+# The generations a training config can name (attention_kernel). The default
+# above is the newest the GPU runs; FlashAttention-3 needs Hopper, so Ampere
+# lists FlashAttention-2 alone.
+AMPERE_ATTENTION_KERNELS = {"flash_attention_2": {"efficiency": 0.615, "source": AMPERE_ATTENTION}}
+HOPPER_ATTENTION_KERNELS = {
+    "flash_attention_2": {"efficiency": 0.35,
+                          "source": "FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608, abstract): "
+                                    "FlashAttention-2 achieves 35% utilization on H100"},
+    "flash_attention_3": {"efficiency": 0.61, "source": HOPPER_ATTENTION},
+}
 # Compute slows while NCCL runs beside it because the collective's kernels take
 # SMs and HBM bandwidth from it. No record in shared/data measures this, so the
 # figure is the published cross-GPU average; shardsim-probe's interference
@@ -224,6 +234,7 @@ def ampere_compute(hbm_record_note):
         },
         "attention_efficiency": 0.615,
         "attention_source": AMPERE_ATTENTION,
+        "attention_kernels": AMPERE_ATTENTION_KERNELS,
         "hbm_bytes_per_second": 2039e9,
         "hbm_efficiency": round(1.70 / 2.039, 4),
         "hbm_source": "record 7: A100-SXM4-80GB HBM2e 2039 GB/s; record 65: STREAM triad 1.70 TB/s" + hbm_record_note,
@@ -249,6 +260,7 @@ def hopper_compute(hbm_bytes_per_second, hbm_source):
         },
         "attention_efficiency": 0.61,
         "attention_source": HOPPER_ATTENTION,
+        "attention_kernels": HOPPER_ATTENTION_KERNELS,
         "hbm_bytes_per_second": hbm_bytes_per_second,
         "hbm_efficiency": round(4.15 / 4.8, 4),
         "hbm_source": hbm_source,

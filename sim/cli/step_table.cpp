@@ -105,11 +105,14 @@ void print_step_table(const std::string& title, const workloads::Program& progra
                 "across nodes (qgZ) %s\n",
                 on(q.at("weights")), on(q.at("gradients")));
   }
+  // The kernel is named only where the training config chose one over the profile's own.
+  const std::string kernel = d.at("attention_kernel").get<std::string>();
+  const std::string flash = !d.at("flash_attention").get<bool>() ? "off" : kernel == "profile" ? "on" : "on (" + kernel + ")";
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
               d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),
               d.at("gradient_accumulation_steps").get<long long>(), d.at("tokens_per_step").get<long long>(),
-              d.at("recompute").get<std::string>().c_str(), d.at("flash_attention").get<bool>() ? "on" : "off");
+              d.at("recompute").get<std::string>().c_str(), flash.c_str());
   if (timeline.out_of_memory) {
     const sim::OutOfMemory& oom = *timeline.out_of_memory;
     double total = 0;

@@ -18,8 +18,8 @@ double kernel_seconds(const workloads::Op& op, const calib::Profile& profile) {
     if (peak == nullptr) {
       throw_input_error(profile.file, "compute.dtypes." + dtype, "missing: the program runs " + dtype + " kernels");
     }
-    const double efficiency =
-        op.kernel == KernelClass::gemm ? peak->gemm_efficiency_at(op.flops) : compute.attention_efficiency;
+    const double efficiency = op.kernel == KernelClass::gemm ? peak->gemm_efficiency_at(op.flops)
+                                                             : profile.attention_efficiency(op.attention_kernel);
     compute_seconds = op.flops / (peak->peak_flops_per_second * efficiency);
   }
   return std::max(compute_seconds, memory_seconds) + compute.kernel_launch_seconds;

@@ -1,0 +1,168 @@
+// Named FlashAttention generations: the training config picks one, the
+// compiled attention ops carry it, and the profile prices it. Times are
+// worked out by hand on a profile whose numbers are round (100 TFLOP/s,
+// FlashAttention-2 at 0.25 of it, FlashAttention-3 at 0.5).
+#include "fixtures.h"
+#include "sim/step/kernel_time.h"
+#include "sim/step/step_simulator.h"
+#include "topology/json_input.h"
+#include "workloads/step_compiler.h"
+#include "workloads/training.h"
+#include "workloads/transformer_kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+
+namespace {
+
+nlohmann::json profile_with_kernels() {
+  nlohmann::json document = test::uniform_profile_json(0);
+  document["compute"]["attention_kernels"] = {{"flash_attention_2", {{"efficiency", 0.25}, {"source", "test"}}},
+                                              {"flash_attention_3", {{"efficiency", 0.5}, {"source", "test"}}}};
+  return document;
+}
+
+std::string profile_error(const nlohmann::json& document) {
+  try {
+    calib::parse_profile(document, "p.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string training_error(const nlohmann::json& document) {
+  try {
+    parse_training_config(document, "t.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+nlohmann::json training_json() {
+  return {{"sequence_length", 512}, {"micro_batch_size", 1}, {"global_batch", {{"sequences", 1}}},
+          {"precision", "bf16"},    {"fp8_gemms", false},    {"recompute", "none"},
+          {"flash_attention", true}};
+}
+
+Op attention_op(AttentionKernel kernel) {
+  Op op;
+  op.kind = OpKind::compute;
+  op.kernel = KernelClass::attention;
+  op.attention_kernel = kernel;
+  op.flops = 1e12;
+  op.hbm_bytes = 1e6;  // 1 us of HBM traffic: compute-bound at every efficiency here
+  return op;
+}
+
+StepConfig one_gpu_step(AttentionKernel kernel) {
+  StepConfig config;
+  config.model.name = "two-layers";
+  config.model.layers = 2;
+  config.model.hidden = 512;
+  config.model.heads = 8;
+  config.model.kv_heads = 8;
+  config.model.head_dim = 64;
+  config.model.ffn_hidden = 1408;
+  config.model.vocab = 1000;
+  config.model.max_positions = 1024;
+  config.training = parse_training_config(training_json(), "t.json");
+  config.training.attention_kernel = kernel;
+  config.plan = load_plan("zero0");
+  config.data_parallel = 1;
+  config.gpus_per_node = 8;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("an attention op runs at the efficiency the profile gives its kernel", "[kernels][attention]") {
+  const calib::Profile profile = calib::parse_profile(profile_with_kernels(), "p.json");
+  // 1e12 FLOPs at 100 TFLOP/s: 10 ms at the profile's own efficiency (1), 40 ms at 0.25, 20 ms at 0.5.
+  CHECK(sim::kernel_seconds(attention_op(AttentionKernel::profile), profile) == Approx(10e-3));
+  CHECK(sim::kernel_seconds(attention_op(AttentionKernel::flash_attention_2), profile) == Approx(40e-3));
+  CHECK(sim::kernel_seconds(attention_op(AttentionKernel::flash_attention_3), profile) == Approx(20e-3));
+}
+
+TEST_CASE("a kernel the profile does not price is refused naming the profile's field", "[kernels][attention]") {
+  nlohmann::json document = profile_with_kernels();
+  document["compute"]["attention_kernels"].erase("flash_attention_3");
+  const calib::Profile profile = calib::parse_profile(document, "ampere.json");
+  const auto fa3 = attention_op(AttentionKernel::flash_attention_3);
+  REQUIRE_THROWS_WITH(sim::kernel_seconds(fa3, profile),
+                      Catch::Contains("ampere.json") && Catch::Contains("compute.attention_kernels.flash_attention_3"));
+}
+
+TEST_CASE("attention kernel entries of a profile are checked", "[kernels][attention][profile]") {
+  nlohmann::json unknown = profile_with_kernels();
+  unknown["compute"]["attention_kernels"]["flash_attention_9"] = {{"efficiency", 0.5}, {"source", "test"}};
+  CHECK_THAT(profile_error(unknown), Catch::Contains("flash_attention_9") && Catch::Contains("unknown attention kernel"));
+  nlohmann::json above_one = profile_with_kernels();
+  above_one["compute"]["attention_kernels"]["flash_attention_2"]["efficiency"] = 1.5;
+  CHECK_THAT(profile_error(above_one), Catch::Contains("attention_kernels.flash_attention_2.efficiency"));
+  nlohmann::json no_source = profile_with_kernels();
+  no_source["compute"]["attention_kernels"]["flash_attention_3"].erase("source");
+  CHECK_THAT(profile_error(no_source), Catch::Contains("attention_kernels.flash_attention_3.source"));
+}
+
+TEST_CASE("the bundled profiles price FlashAttention-3 on Hopper only", "[kernels][attention][profile]") {
+  for (const std::string name : {"h100", "h200"}) {
+    const calib::Profile hopper = calib::load_profile(name);
+    // Shah et al. 2024: FlashAttention-2 reaches 35 % of an H100; the profile's own kernel is FlashAttention-3.
+    CHECK(hopper.attention_efficiency(AttentionKernel::flash_attention_2) == Approx(0.35));
+    CHECK(hopper.attention_efficiency(AttentionKernel::flash_attention_3) == hopper.compute.attention_efficiency);
+  }
+  for (const std::string name : {"a100", "a800"}) {
+    const calib::Profile ampere = calib::load_profile(name);
+    CHECK(ampere.attention_efficiency(AttentionKernel::flash_attention_2) == ampere.compute.attention_efficiency);
+    CHECK_THROWS_AS(ampere.attention_efficiency(AttentionKernel::flash_attention_3), InputError);
+  }
+}
+
+TEST_CASE("a training config names the FlashAttention generation it runs", "[kernels][attention][training]") {
+  CHECK(parse_training_config(training_json(), "t.json").attention_kernel == AttentionKernel::profile);
+  nlohmann::json fa2 = training_json();
+  fa2["attention_kernel"] = "flash_attention_2";
+  CHECK(parse_training_config(fa2, "t.json").attention_kernel == AttentionKernel::flash_attention_2);
+  nlohmann::json unfused = fa2;
+  unfused["flash_attention"] = false;
+  CHECK_THAT(training_error(unfused), Catch::Contains("attention_kernel") && Catch::Contains("flash_attention is false"));
+  nlohmann::json unknown = training_json();
+  unknown["attention_kernel"] = "flash_attention_1";
+  CHECK_THAT(training_error(unknown), Catch::Contains("attention_kernel") && Catch::Contains("flash_attention_1"));
+}
+
+TEST_CASE("every attention op of a step runs the training's kernel, and only its time changes",
+          "[kernels][attention][step]") {
+  const StepConfig fa2_config = one_gpu_step(AttentionKernel::flash_attention_2);
+  const Program fa2 = compile_step(fa2_config);
+  int attention_ops = 0;
+  for (const RankProgram& program : fa2.programs) {
+    for (const Op& op : program.ops) {
+      if (op.kind != OpKind::compute || op.kernel != KernelClass::attention) continue;
+      ++attention_ops;
+      CHECK(op.attention_kernel == AttentionKernel::flash_attention_2);
+    }
+  }
+  CHECK(attention_ops == 2 * 2);  // forward and backward, in each of the two layers
+
+  const test::World world(topology::load_cluster_spec("dgx-a100-8node"),
+                          calib::parse_profile(profile_with_kernels(), "p.json"));
+  const auto step_seconds = [&world](const Program& program) {
+    return seconds_from_picoseconds(
+        sim::simulate_step(program, world.cluster(), world.router(), world.profile(), {}).step_time);
+  };
+  // One GPU runs its kernels one after another, so the step grows by the
+  // attention time alone. Per layer the causal forward is 4 s^2 (heads x
+  // head_dim) / 2 FLOPs and the backward 2.5 times that: 4 x 512^2 x 512 / 2
+  // x 3.5 x 2 layers = 1,879,048,192 FLOPs, at 25 instead of 50 TFLOP/s.
+  const double attention_flops = 4.0 * 512 * 512 * 512 / 2 * 3.5 * 2;
+  const double expected = attention_flops / 25e12 - attention_flops / 50e12;
+  const double fa3_seconds = step_seconds(compile_step(one_gpu_step(AttentionKernel::flash_attention_3)));
+  CHECK(step_seconds(fa2) - fa3_seconds == Approx(expected).epsilon(1e-6));
+}
