@@ -22,8 +22,9 @@ DP group make the 16M tokens per batch only with DP 8.
 Attention: the h100 profile's own fused-attention figure is FlashAttention-3's
 (Shah et al. 2024), published in July 2024, after this training ran; the
 columns predicted_mfu_fa2 and ratio_fa2 time the same steps with
-FlashAttention-2 (training config attention_kernel), at the 35 % of an H100
-the same paper measured for it. The paper does not say which kernel ran.
+FlashAttention-2 (training config attention_kernel), at the third of an H100's
+peak it runs at (the h100 profile's attention_kernels). The paper does not
+say which kernel ran.
 
 Memory: shardsim's activation model puts the fullest stage above 80 GiB in
 every row (peak_memory_gib, fits). The paper fits 8K sequences without
