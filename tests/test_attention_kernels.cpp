@@ -3,6 +3,7 @@
 // worked out by hand on a profile whose numbers are round (100 TFLOP/s,
 // FlashAttention-2 at 0.25 of it, FlashAttention-3 at 0.5).
 #include "fixtures.h"
+#include "pipeline_checks.h"
 #include "sim/step/kernel_time.h"
 #include "sim/step/step_simulator.h"
 #include "topology/json_input.h"
@@ -61,22 +62,10 @@ Op attention_op(AttentionKernel kernel) {
   return op;
 }
 
+// Two layers of hidden 512 (8 heads of 64), one sequence of 512 tokens, on one GPU.
 StepConfig one_gpu_step(AttentionKernel kernel) {
-  StepConfig config;
-  config.model.name = "two-layers";
-  config.model.layers = 2;
-  config.model.hidden = 512;
-  config.model.heads = 8;
-  config.model.kv_heads = 8;
-  config.model.head_dim = 64;
-  config.model.ffn_hidden = 1408;
-  config.model.vocab = 1000;
-  config.model.max_positions = 1024;
-  config.training = parse_training_config(training_json(), "t.json");
+  StepConfig config = test::pipeline_step("zero0", 2, 1, 1);
   config.training.attention_kernel = kernel;
-  config.plan = load_plan("zero0");
-  config.data_parallel = 1;
-  config.gpus_per_node = 8;
   return config;
 }
 
