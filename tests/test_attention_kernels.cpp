@@ -91,7 +91,8 @@ TEST_CASE("a kernel the profile does not price is refused naming the profile's f
 TEST_CASE("attention kernel entries of a profile are checked", "[kernels][attention][profile]") {
   nlohmann::json unknown = profile_with_kernels();
   unknown["compute"]["attention_kernels"]["flash_attention_9"] = {{"efficiency", 0.5}, {"source", "test"}};
-  CHECK_THAT(profile_error(unknown), Catch::Contains("flash_attention_9") && Catch::Contains("unknown attention kernel"));
+  CHECK_THAT(profile_error(unknown),
+             Catch::Contains("flash_attention_9") && Catch::Contains("unknown attention kernel"));
   nlohmann::json above_one = profile_with_kernels();
   above_one["compute"]["attention_kernels"]["flash_attention_2"]["efficiency"] = 1.5;
   CHECK_THAT(profile_error(above_one), Catch::Contains("attention_kernels.flash_attention_2.efficiency"));
@@ -122,7 +123,8 @@ TEST_CASE("a training config names the FlashAttention generation it runs", "[ker
   CHECK(parse_training_config(fa2, "t.json").attention_kernel == AttentionKernel::flash_attention_2);
   nlohmann::json unfused = fa2;
   unfused["flash_attention"] = false;
-  CHECK_THAT(training_error(unfused), Catch::Contains("attention_kernel") && Catch::Contains("flash_attention is false"));
+  CHECK_THAT(training_error(unfused),
+             Catch::Contains("attention_kernel") && Catch::Contains("flash_attention is false"));
   nlohmann::json unknown = training_json();
   unknown["attention_kernel"] = "flash_attention_1";
   CHECK_THAT(training_error(unknown), Catch::Contains("attention_kernel") && Catch::Contains("flash_attention_1"));

@@ -22,7 +22,10 @@ namespace shardsim::workloads {
 
 // send: the member at `root` sends its buffer to every other member of the
 // group (pipelines use groups of two: one send, one receive).
-enum class CollectiveOp : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, send };
+// One byte, so that an Op keeps it beside its other one-byte fields (program.h).
+enum class CollectiveOp : std::uint8_t {
+  all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv, send
+};
 inline constexpr int kCollectiveOpCount = 8;
 enum class Algorithm { ring, tree, hierarchical, direct, nvls, nvls_tree };
 enum class Protocol { ll, ll128, simple };

@@ -107,7 +107,8 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   }
   // The kernel is named only where the training config chose one over the profile's own.
   const std::string kernel = d.at("attention_kernel").get<std::string>();
-  const std::string flash = !d.at("flash_attention").get<bool>() ? "off" : kernel == "profile" ? "on" : "on (" + kernel + ")";
+  const std::string flash =
+      !d.at("flash_attention").get<bool>() ? "off" : kernel == "profile" ? "on" : "on (" + kernel + ")";
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step, %lld tokens per step; "
               "recompute %s, flash attention %s\n",
               d.at("sequence_length").get<long long>(), d.at("micro_batch_size").get<long long>(),
