@@ -91,15 +91,16 @@ ComputeCalibration parse_compute(JsonObjectReader reader) {
   if (reader.has("attention_kernels")) {
     auto kernels = reader.object("attention_kernels");
     for (const auto& name : kernels.take_all_keys()) {
-      if (name != "flash_attention_2" && name != "flash_attention_3") {
-        kernels.fail(name, "unknown attention kernel (flash_attention_2, flash_attention_3)");
+      const std::optional<workloads::AttentionKernel> kernel = workloads::find_flash_attention(name);
+      if (!kernel) {
+        kernels.fail(name, "unknown attention kernel (" + std::string(workloads::kFlashAttentionNames) + ")");
       }
       auto entry = kernels.object(name);
-      AttentionKernelCalibration kernel;
-      kernel.efficiency = fraction(entry, "efficiency");
-      kernel.source = entry.string("source");
+      AttentionKernelCalibration calibration;
+      calibration.efficiency = fraction(entry, "efficiency");
+      calibration.source = entry.string("source");
       entry.finish();
-      compute.attention_kernels.emplace(name, std::move(kernel));
+      compute.attention_kernels.emplace(*kernel, std::move(calibration));
     }
     kernels.finish();
   }
@@ -133,11 +134,11 @@ const DtypeCompute* ComputeCalibration::find(std::string_view dtype) const {
 
 double Profile::attention_efficiency(workloads::AttentionKernel kernel) const {
   if (kernel == workloads::AttentionKernel::profile) return compute.attention_efficiency;
-  const std::string_view name = workloads::to_string(kernel);
-  const auto it = compute.attention_kernels.find(name);
+  const auto it = compute.attention_kernels.find(kernel);
   if (it == compute.attention_kernels.end()) {
-    throw_input_error(file, "compute.attention_kernels." + std::string(name),
-                      "missing: the training config runs " + std::string(name) +
+    const std::string name(workloads::to_string(kernel));
+    throw_input_error(file, "compute.attention_kernels." + name,
+                      "missing: the training config runs " + name +
                           " (attention_kernel), and this profile gives no efficiency for it");
   }
   return it->second.efficiency;

@@ -96,7 +96,7 @@ struct ComputeCalibration {
   std::map<std::string, DtypeCompute, std::less<>> dtypes;  // "bf16", "fp16", "fp8", "fp32"
   double attention_efficiency = 1;  // the profile's own fused kernel
   std::string attention_source;
-  std::map<std::string, AttentionKernelCalibration, std::less<>> attention_kernels;  // by to_string(AttentionKernel)
+  std::map<workloads::AttentionKernel, AttentionKernelCalibration> attention_kernels;  // named generations only
   double hbm_bytes_per_second = 0;
   double hbm_efficiency = 1;
   std::string hbm_source;

@@ -82,11 +82,11 @@ std::string_view to_string(AttentionKernel kernel) {
   return "?";
 }
 
-AttentionKernel parse_attention_kernel(std::string_view name) {
-  for (AttentionKernel kernel : kAttentionKernels) {
+std::optional<AttentionKernel> find_flash_attention(std::string_view name) {
+  for (AttentionKernel kernel : {AttentionKernel::flash_attention_2, AttentionKernel::flash_attention_3}) {
     if (to_string(kernel) == name) return kernel;
   }
-  throw std::invalid_argument("'" + std::string(name) + "' is not profile, flash_attention_2 or flash_attention_3");
+  return std::nullopt;
 }
 
 std::string_view to_string(MemoryCategory category) {

@@ -35,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <memory_resource>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -169,8 +170,10 @@ std::string_view to_string(OpKind kind);
 std::string_view to_string(KernelClass kernel);
 std::string_view to_string(Dtype dtype);
 std::string_view to_string(AttentionKernel kernel);
-// Throws std::invalid_argument listing the names for anything else.
-AttentionKernel parse_attention_kernel(std::string_view name);
+// The FlashAttention generation an input names ("flash_attention_2",
+// "flash_attention_3"); nullopt for anything else, "profile" included.
+std::optional<AttentionKernel> find_flash_attention(std::string_view name);
+inline constexpr const char* kFlashAttentionNames = "flash_attention_2, flash_attention_3";
 std::string_view to_string(MemoryCategory category);
 double bytes_per_element(Dtype dtype);
 

@@ -32,11 +32,15 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
   training.flash_attention = reader.boolean("flash_attention");
   if (reader.has("attention_kernel")) {
-    const std::string kernel = reader.choice("attention_kernel", {"flash_attention_2", "flash_attention_3"});
+    const std::string name = reader.string("attention_kernel");
+    const std::optional<AttentionKernel> kernel = find_flash_attention(name);
+    if (!kernel) {
+      reader.fail("attention_kernel", "must be one of " + std::string(kFlashAttentionNames) + ", got \"" + name + "\"");
+    }
     if (!training.flash_attention) {
       reader.fail("attention_kernel", "names a FlashAttention kernel, but flash_attention is false");
     }
-    training.attention_kernel = parse_attention_kernel(kernel);
+    training.attention_kernel = *kernel;
   }
   if (reader.has("dropout")) {
     auto dropout = reader.object("dropout");

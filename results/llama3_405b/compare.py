@@ -51,6 +51,10 @@ def run(shardsim, command, *args):
     return done.stdout
 
 
+def job_args(plan_file, training_file):
+    return ["--model", "llama3-405b", "--plan", str(plan_file), "--training", str(training_file)]
+
+
 def main():
     shardsim = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build" / "shardsim")
     plan = json.loads((HERE / "plan.json").read_text())
@@ -75,7 +79,7 @@ def main():
             training_file.write_text(json.dumps(training))
             fa2_training_file = tmp / f"training-{row['row']}-fa2.json"
             fa2_training_file.write_text(json.dumps({**training, "attention_kernel": "flash_attention_2"}))
-            common = ["--model", "llama3-405b", "--plan", str(plan_file), "--training", str(training_file)]
+            common = job_args(plan_file, training_file)
 
             memory = json.loads(run(shardsim, "memory", "--cluster", str(cluster_file), *common, "--json"))
             roomy = json.loads(cluster_file.read_text())
@@ -83,8 +87,8 @@ def main():
             roomy_file = tmp / f"cluster-{row['row']}.json"
             roomy_file.write_text(json.dumps(roomy))
             step = json.loads(run(shardsim, "run", "--cluster", str(roomy_file), *common, "--json"))
-            fa2_common = [str(fa2_training_file) if arg == str(training_file) else arg for arg in common]
-            fa2_step = json.loads(run(shardsim, "run", "--cluster", str(roomy_file), *fa2_common, "--json"))
+            fa2_job = job_args(plan_file, fa2_training_file)
+            fa2_step = json.loads(run(shardsim, "run", "--cluster", str(roomy_file), *fa2_job, "--json"))
             peak_bytes = sum(memory["bytes"].values())
             published = float(row["bf16_mfu_percent"]) / 100
             predicted = step["mfu"]

@@ -128,8 +128,9 @@ int run_report(const ReportOptions& options) {
   std::printf("HBM   %.1f GB/s x %.3f = %.1f GB/s achievable\n      %s\n", c.hbm_bytes_per_second / 1e9, c.hbm_efficiency,
               c.achievable_hbm_bytes_per_second() / 1e9, c.hbm_source.c_str());
   std::printf("attention efficiency %.3f\n      %s\n", c.attention_efficiency, c.attention_source.c_str());
-  for (const auto& [name, kernel] : c.attention_kernels) {
-    std::printf("  %s %.3f\n      %s\n", name.c_str(), kernel.efficiency, kernel.source.c_str());
+  for (const auto& [kernel, calibration] : c.attention_kernels) {
+    std::printf("  %s %.3f\n      %s\n", std::string(workloads::to_string(kernel)).c_str(), calibration.efficiency,
+                calibration.source.c_str());
   }
   std::printf("kernel launch %.2f us, interference slowdown %.3f\n      %s\n", c.kernel_launch_seconds * 1e6,
               c.interference_slowdown, c.overheads_source.c_str());
