@@ -39,7 +39,14 @@ double fraction(JsonObjectReader& reader, const std::string& key) {
   return x;
 }
 
-ProtocolParams parse_protocol_params(JsonObjectReader reader, Algorithm algorithm) {
+// Rings that carry a call around every member, step by step; broadcast and
+// reduce rings are chains (sim/collectives/ring_chain.h).
+bool is_stepped_ring(CollectiveOp op, Algorithm algorithm) {
+  return algorithm == Algorithm::ring &&
+         (op == CollectiveOp::all_reduce || op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter);
+}
+
+ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, Algorithm algorithm) {
   ProtocolParams params;
   params.base_latency_seconds = reader.non_negative_number("base_latency_seconds");
   auto hops = reader.object("hop_latency_seconds");
@@ -50,6 +57,12 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, Algorithm algorith
   params.bandwidth_factor = fraction(reader, "bandwidth_factor");
   if (algorithm == Algorithm::direct) {
     params.message_overhead_seconds = reader.non_negative_number("message_overhead_seconds");
+  }
+  if (reader.has("multi_node_step_floor_seconds")) {
+    if (!is_stepped_ring(op, algorithm)) {
+      reader.fail("multi_node_step_floor_seconds", "only rings of all_reduce, all_gather and reduce_scatter have it");
+    }
+    params.multi_node_step_floor_seconds = reader.non_negative_number("multi_node_step_floor_seconds");
   }
   reader.finish();
   return params;
@@ -193,7 +206,7 @@ Profile parse_profile(const nlohmann::json& document, const std::string& file) {
         if (key == "source") continue;
         const auto protocol = parse_protocol(key);
         if (!protocol) entry.fail(key, "unknown protocol (ll, ll128, simple)");
-        params.protocols[*protocol] = parse_protocol_params(entry.object(key), *algorithm);
+        params.protocols[*protocol] = parse_protocol_params(entry.object(key), *op, *algorithm);
       }
       if (params.protocols.empty()) entry.fail("simple", "missing: give at least one protocol");
       profile.collectives[{*op, *algorithm}] = std::move(params);

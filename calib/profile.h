@@ -12,6 +12,9 @@
 //                                         protocol reaches (LL's inline flags...);
 //       message_overhead_seconds          direct algorithm only: cost of posting
 //                                         one network message;
+//       multi_node_step_floor_seconds     rings of all-reduce, all-gather and
+//                                         reduce-scatter only, optional: the least
+//                                         any step costs once the ring spans nodes;
 //   compute.dtypes.<dtype>                peak_flops_per_second and gemm_efficiency, a
 //                                         table of {flops, efficiency} over GEMM sizes;
 //   compute.attention_efficiency          fused attention kernels' fraction of peak;
@@ -57,6 +60,9 @@ struct ProtocolParams {
   std::array<double, topology::kLinkKindCount> hop_latency_seconds{};  // by LinkKind
   double bandwidth_factor = 1;
   double message_overhead_seconds = 0;
+  // NCCL's tuning model: "inter-node rings still have to launch nsteps * net
+  // overhead", so a step inside a node costs no less than a network post.
+  double multi_node_step_floor_seconds = 0;
 
   double hop_latency(LinkKind kind) const { return hop_latency_seconds[static_cast<std::size_t>(kind)]; }
 };

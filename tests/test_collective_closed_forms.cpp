@@ -103,6 +103,58 @@ TEST_CASE("hierarchical all-reduce on 2 nodes x 2 GPUs: 3/2 S/B + 4 alpha", "[co
                 1.5 * s / kB + 4 * kAlpha);
 }
 
+TEST_CASE("a ring that spans nodes pays the network post overhead on every step, NVLink steps included",
+          "[collectives][closed_form]") {
+  // NVLink steps 1 us, network steps 10 us, a floor of 4 us. On 2 nodes x 2
+  // GPUs each channel's ring has two NVLink and two network steps, so the
+  // mean step goes from (2 x 1 + 2 x 10) / 4 = 5.5 us to (2 x 4 + 2 x 10) / 4
+  // = 7 us: 6 x 1.5 = 9 us more for an all-reduce (2(N-1) = 6 steps), 3 x 1.5
+  // = 4.5 us for an all-gather or reduce-scatter (3 steps). The bytes move as
+  // before, so the difference is the latency alone, at any size.
+  const auto profile_with_floor = [](double floor_seconds) {
+    nlohmann::json doc = test::uniform_profile_json(kAlpha);
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+      nlohmann::json& simple = doc["collectives"][op]["ring"]["simple"];
+      simple["hop_latency_seconds"]["nvlink"] = 1e-6;
+      simple["hop_latency_seconds"]["network"] = 10e-6;
+      simple["multi_node_step_floor_seconds"] = floor_seconds;
+    }
+    return calib::parse_profile(doc, "floor-profile.json");
+  };
+  const auto spec = test::cluster_spec(test::uniform_nodes_json(2, 2, kB));
+  const World floored(spec, profile_with_floor(4e-6));
+  const World unfloored(spec, profile_with_floor(0));
+  const double s = 32.0 * (1 << 20);
+  for (const auto& [op, extra] : {std::pair{CollectiveOp::all_reduce, 9e-6}, std::pair{CollectiveOp::all_gather, 4.5e-6},
+                                  std::pair{CollectiveOp::reduce_scatter, 4.5e-6}}) {
+    INFO(to_string(op));
+    const auto group = floored.all();
+    REQUIRE(floored.flow_seconds(group, op, Algorithm::ring, Protocol::simple, s) -
+                unfloored.flow_seconds(group, op, Algorithm::ring, Protocol::simple, s) ==
+            Approx(extra).epsilon(1e-6));
+    REQUIRE(floored.analytical_seconds(group, op, Algorithm::ring, Protocol::simple, s) -
+                unfloored.analytical_seconds(group, op, Algorithm::ring, Protocol::simple, s) ==
+            Approx(extra).epsilon(1e-6));
+    // Inside one node no step posts to the network: the floor is not paid.
+    const auto node = floored.group({0, 1});
+    REQUIRE(floored.flow_seconds(node, op, Algorithm::ring, Protocol::simple, s) ==
+            unfloored.flow_seconds(node, op, Algorithm::ring, Protocol::simple, s));
+  }
+}
+
+TEST_CASE("the step floor is a ring field of all-reduce, all-gather and reduce-scatter alone", "[collectives][profile]") {
+  nlohmann::json doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["all_reduce"]["ring"]["simple"]["multi_node_step_floor_seconds"] = -1e-6;
+  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
+                    Catch::Contains("collectives.all_reduce.ring.simple.multi_node_step_floor_seconds"));
+  doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["broadcast"]["ring"]["simple"]["multi_node_step_floor_seconds"] = 1e-6;
+  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"), Catch::Contains("only rings of all_reduce"));
+  doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["all_reduce"]["tree"]["simple"]["multi_node_step_floor_seconds"] = 1e-6;
+  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"), Catch::Contains("all_reduce.tree.simple"));
+}
+
 TEST_CASE("all-to-all: (N-1)/N S/B + alpha, plus one message overhead per remote peer", "[collectives][closed_form]") {
   const double s = 256.0 * (1 << 20);
   const World node = single_node(8);

@@ -54,6 +54,14 @@ TEST_CASE("profile numbers are the cited public figures", "[profile]") {
   REQUIRE(a100.find(CollectiveOp::all_reduce, Algorithm::ring, Protocol::ll128)->bandwidth_factor == Approx(0.92));
   // A100 NVLink: 231.58 GB/s measured busbw over 300 GB/s.
   REQUIRE(a100.bandwidth_efficiency(shardsim::topology::LinkKind::nvlink) == Approx(231.58 / 300).epsilon(1e-3));
+  // NCCL's network post overhead, 2 us on AMD hosts (DGX A100) and 1 us on
+  // others, floors each step of a ring across nodes: 3x for Simple, 1x for LL.
+  REQUIRE(simple->multi_node_step_floor_seconds == Approx(6e-6));
+  REQUIRE(a100.find(CollectiveOp::all_gather, Algorithm::ring, Protocol::ll)->multi_node_step_floor_seconds ==
+          Approx(2e-6));
+  REQUIRE(load_profile("h100").find(CollectiveOp::reduce_scatter, Algorithm::ring, Protocol::simple)
+              ->multi_node_step_floor_seconds == Approx(3e-6));
+  REQUIRE(a100.find(CollectiveOp::broadcast, Algorithm::ring, Protocol::simple)->multi_node_step_floor_seconds == 0);
 }
 
 TEST_CASE("a profile missing a field is refused with its path", "[profile]") {

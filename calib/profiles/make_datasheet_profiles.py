@@ -36,7 +36,7 @@ BANDWIDTH_FACTOR = {"ring": {"ll": 0.25, "ll128": 0.92, "simple": 1.0},
                     "tree": {"ll": 0.92 / 3.8, "ll128": 0.92 * 120 / 128, "simple": 0.92}}
 
 
-def protocol_entry(algorithm, protocol, message_overhead_seconds=None):
+def protocol_entry(algorithm, protocol, message_overhead_seconds=None, multi_node_step_floor_seconds=None):
     entry = {
         "base_latency_seconds": round(BASE_US[algorithm][protocol] * 1e-6, 12),
         "hop_latency_seconds": {k: round(v * 1e-6, 12) for k, v in HOP_US[algorithm][protocol].items()},
@@ -44,7 +44,16 @@ def protocol_entry(algorithm, protocol, message_overhead_seconds=None):
     }
     if message_overhead_seconds is not None:
         entry["message_overhead_seconds"] = message_overhead_seconds
+    if multi_node_step_floor_seconds is not None:
+        entry["multi_node_step_floor_seconds"] = round(multi_node_step_floor_seconds, 12)
     return entry
+
+
+# "Inter-node rings still have to launch nsteps * net overhead"
+# (ncclTopoTuneModel): once a ring of all-reduce, all-gather or reduce-scatter
+# spans nodes, every step, NVLink steps included, costs at least getNetOverhead,
+# three times it for Simple. Broadcast and reduce rings are not floored.
+NET_OVERHEAD_STEPS = {"ll": 1, "ll128": 1, "simple": 3}
 
 
 # NVLS and NVLS tree (NVLink SHARP, NVSwitch 3), Simple protocol only. The
@@ -74,8 +83,12 @@ def nvls_algorithms(nvls_busbw, ring_busbw, gpus, source):
 
 
 def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
-    ring = {"source": NCCL_TUNING + " (ring row)"}
-    ring.update({p: protocol_entry("ring", p) for p in ("ll", "ll128", "simple")})
+    ring = {"source": (NCCL_TUNING + " (ring row); multi_node_step_floor_seconds: its network post overhead "
+                       "(getNetOverhead) for " + cpu_note + ", 3x for Simple")}
+    ring.update({p: protocol_entry("ring", p, None, NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
+                 for p in ("ll", "ll128", "simple")})
+    chain = {"source": NCCL_TUNING + " (ring row)"}
+    chain.update({p: protocol_entry("ring", p) for p in ("ll", "ll128", "simple")})
     tree = {"source": NCCL_TUNING + " (tree row)"}
     tree.update({p: protocol_entry("tree", p) for p in ("ll", "ll128", "simple")})
     # NCCL's model has no point-to-point entry; its ring model for one step
@@ -87,8 +100,8 @@ def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
         "all_reduce": {"ring": ring, "tree": tree, **(nvls or {})},
         "all_gather": {"ring": ring},
         "reduce_scatter": {"ring": ring},
-        "broadcast": {"ring": ring},
-        "reduce": {"ring": ring},
+        "broadcast": {"ring": chain},
+        "reduce": {"ring": chain},
         "all_to_all": {"direct": direct},
         "send_recv": {"direct": direct},
     }

@@ -147,6 +147,9 @@ int run_report(const ReportOptions& options) {
     for (const auto& [protocol, p] : params.protocols) {
       std::printf("  %s: base %.2f us, factor %.3f", std::string(workloads::to_string(protocol)).c_str(),
                   p.base_latency_seconds * 1e6, p.bandwidth_factor);
+      if (p.multi_node_step_floor_seconds > 0) {
+        std::printf(", step >= %.2f us across nodes", p.multi_node_step_floor_seconds * 1e6);
+      }
     }
     std::printf("\n");
   }

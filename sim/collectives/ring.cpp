@@ -26,6 +26,16 @@ std::vector<Hop> ring_hops(const std::vector<NodeChannel>& channel) {
   return hops;
 }
 
+namespace {
+
+// NCCL's tuning model prices a step of a ring that spans nodes at no less
+// than the network post overhead, even where the step stays inside a node.
+TimePs step_floor(const CollectiveContext& context, const calib::ProtocolParams& params) {
+  return context.group.node_count() > 1 ? picoseconds_from_seconds(params.multi_node_step_floor_seconds) : 0;
+}
+
+}  // namespace
+
 TimePs RingSchedule::channel_latency(const std::vector<TimePs>& hop_latencies) const {
   TimePs total = 0;
   for (TimePs t : hop_latencies) total += t;
@@ -75,9 +85,10 @@ TransferPlan RingAlgorithm::plan(const CollectiveContext& context, const Collect
   if (schedule.channel_hops.empty()) return plan;
   Phase phase;
   TransferBuilder builder(context.router, params);
+  const TimePs floor = step_floor(context, params);
   for (const auto& hops : schedule.channel_hops) {
     std::vector<TimePs> latencies;
-    for (const Hop& hop : hops) latencies.push_back(builder.add_hop(hop));
+    for (const Hop& hop : hops) latencies.push_back(std::max(builder.add_hop(hop), floor));
     phase.transfers.push_back(builder.take(schedule.bytes_per_hop, schedule.channel_latency(latencies)));
   }
   plan.phases.push_back(std::move(phase));
@@ -94,9 +105,10 @@ CollectiveCost RingAlgorithm::cost(const CollectiveContext& context, const Colle
   // Channels advance in lockstep through the links they share: the call ends
   // when the last channel to start has moved its share over the busiest link.
   TimePs start = 0;
+  const TimePs floor = step_floor(context, params);
   for (const auto& hops : schedule.channel_hops) {
     std::vector<TimePs> latencies;
-    for (const Hop& hop : hops) latencies.push_back(step_latency(context.cluster, params, hop));
+    for (const Hop& hop : hops) latencies.push_back(std::max(step_latency(context.cluster, params, hop), floor));
     start = std::max(start, schedule.channel_latency(latencies));
   }
   LinkLoadCounter load(context.cluster);
