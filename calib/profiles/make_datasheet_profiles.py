@@ -85,7 +85,8 @@ def nvls_algorithms(nvls_busbw, ring_busbw, gpus, source):
 def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
     ring = {"source": (NCCL_TUNING + " (ring row); multi_node_step_floor_seconds: its network post overhead "
                        "(getNetOverhead) for " + cpu_note + ", 3x for Simple")}
-    ring.update({p: protocol_entry("ring", p, None, NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
+    ring.update({p: protocol_entry("ring", p,
+                                   multi_node_step_floor_seconds=NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
                  for p in ("ll", "ll128", "simple")})
     chain = {"source": NCCL_TUNING + " (ring row)"}
     chain.update({p: protocol_entry("ring", p) for p in ("ll", "ll128", "simple")})
