@@ -39,13 +39,6 @@ double fraction(JsonObjectReader& reader, const std::string& key) {
   return x;
 }
 
-// Rings that carry a call around every member, step by step; broadcast and
-// reduce rings are chains (sim/collectives/ring_chain.h).
-bool is_stepped_ring(CollectiveOp op, Algorithm algorithm) {
-  return algorithm == Algorithm::ring &&
-         (op == CollectiveOp::all_reduce || op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter);
-}
-
 ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, Algorithm algorithm) {
   ProtocolParams params;
   params.base_latency_seconds = reader.non_negative_number("base_latency_seconds");
@@ -59,7 +52,7 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
     params.message_overhead_seconds = reader.non_negative_number("message_overhead_seconds");
   }
   if (reader.has("multi_node_step_floor_seconds")) {
-    if (!is_stepped_ring(op, algorithm)) {
+    if (algorithm != Algorithm::ring || workloads::is_rooted(op)) {  // rooted rings are chains
       reader.fail("multi_node_step_floor_seconds", "only rings of all_reduce, all_gather and reduce_scatter have it");
     }
     params.multi_node_step_floor_seconds = reader.non_negative_number("multi_node_step_floor_seconds");

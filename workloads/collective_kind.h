@@ -51,4 +51,8 @@ std::optional<Protocol> parse_protocol(std::string_view name);
 // broadcast, reduce, send/recv, send 1).
 double bus_bandwidth_factor(CollectiveOp op, int ranks);
 
+// Broadcast and reduce: one member is the root. NCCL runs them as pipelined
+// chains from or to it, not as rings around every member.
+inline bool is_rooted(CollectiveOp op) { return op == CollectiveOp::broadcast || op == CollectiveOp::reduce; }
+
 }  // namespace shardsim::workloads

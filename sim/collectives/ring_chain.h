@@ -23,7 +23,7 @@
 
 namespace shardsim::sim {
 
-inline bool is_chain(CollectiveOp op) { return op == CollectiveOp::broadcast || op == CollectiveOp::reduce; }
+inline bool is_chain(CollectiveOp op) { return workloads::is_rooted(op); }
 
 class RingChains {
  public:
