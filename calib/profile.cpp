@@ -39,6 +39,26 @@ double fraction(JsonObjectReader& reader, const std::string& key) {
   return x;
 }
 
+// A non-empty table, sizes strictly increasing, factors fractions.
+std::vector<SizeStep> parse_size_steps(JsonObjectReader& reader, const std::string& key) {
+  const nlohmann::json& steps = reader.value(key);
+  if (!steps.is_array() || steps.empty()) reader.fail(key, "must be a non-empty array of {from_bytes, factor}");
+  std::vector<SizeStep> table;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::string element = key + "[" + std::to_string(i) + "]";
+    JsonObjectReader step(steps[i], reader.file(), reader.field_path(element));
+    SizeStep parsed;
+    parsed.from_bytes = step.non_negative_number("from_bytes");
+    parsed.factor = fraction(step, "factor");
+    step.finish();
+    if (!table.empty() && parsed.from_bytes <= table.back().from_bytes) {
+      reader.fail(element, "from_bytes must increase along the table");
+    }
+    table.push_back(parsed);
+  }
+  return table;
+}
+
 ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, Algorithm algorithm) {
   ProtocolParams params;
   params.base_latency_seconds = reader.non_negative_number("base_latency_seconds");
@@ -56,6 +76,20 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
       reader.fail("multi_node_step_floor_seconds", "only rings of all_reduce, all_gather and reduce_scatter have it");
     }
     params.multi_node_step_floor_seconds = reader.non_negative_number("multi_node_step_floor_seconds");
+  }
+  if (reader.has("multi_node_plateau")) {
+    if (algorithm != Algorithm::ring || op != CollectiveOp::all_reduce) {
+      reader.fail("multi_node_plateau", "only ring all_reduce has it");
+    }
+    auto plateau = reader.object("multi_node_plateau");
+    params.multi_node_plateau.latency_factor = plateau.number_at_least("latency_factor", 1.0);
+    params.multi_node_plateau.from_bytes_per_rank_and_channel =
+        plateau.non_negative_number("from_bytes_per_rank_and_channel");
+    plateau.finish();
+  }
+  if (reader.has("bandwidth_correction")) {
+    if (algorithm != Algorithm::tree) reader.fail("bandwidth_correction", "only trees have it");
+    params.bandwidth_correction = parse_size_steps(reader, "bandwidth_correction");
   }
   reader.finish();
   return params;

@@ -15,6 +15,14 @@
 //       multi_node_step_floor_seconds     rings of all-reduce, all-gather and
 //                                         reduce-scatter only, optional: the least
 //                                         any step costs once the ring spans nodes;
+//       multi_node_plateau                ring all-reduce only, optional:
+//                                         {latency_factor,
+//                                         from_bytes_per_rank_and_channel}: across
+//                                         nodes, calls that large take their
+//                                         latency times the factor;
+//       bandwidth_correction              trees only, optional: [{from_bytes,
+//                                         factor}], the fraction of the model's
+//                                         bandwidth reached at each buffer size;
 //   compute.dtypes.<dtype>                peak_flops_per_second and gemm_efficiency, a
 //                                         table of {flops, efficiency} over GEMM sizes;
 //   compute.attention_efficiency          fused attention kernels' fraction of peak;
@@ -55,6 +63,21 @@ using workloads::Algorithm;
 using workloads::CollectiveOp;
 using workloads::Protocol;
 
+// One step of a table over buffer sizes: `factor` holds from `from_bytes` up
+// to the next step's; the first step also holds below its own.
+struct SizeStep {
+  double from_bytes = 0;
+  double factor = 1;
+};
+
+// NCCL's "plateau effect of ring" (ncclTopoGetAlgoTime): a ring all-reduce
+// across nodes takes its latency times `latency_factor` once the call carries
+// at least `from_bytes_per_rank_and_channel` per rank and channel.
+struct LatencyPlateau {
+  double latency_factor = 1;
+  double from_bytes_per_rank_and_channel = 0;
+};
+
 struct ProtocolParams {
   double base_latency_seconds = 0;
   std::array<double, topology::kLinkKindCount> hop_latency_seconds{};  // by LinkKind
@@ -63,6 +86,10 @@ struct ProtocolParams {
   // NCCL's tuning model: "inter-node rings still have to launch nsteps * net
   // overhead", so a step inside a node costs no less than a network post.
   double multi_node_step_floor_seconds = 0;
+  LatencyPlateau multi_node_plateau;
+  // NCCL's treeCorrectionFactor: "trees are not perfectly sticking to the
+  // model for medium sizes", so their bandwidth is scaled by size. Empty: 1.
+  std::vector<SizeStep> bandwidth_correction;
 
   double hop_latency(LinkKind kind) const { return hop_latency_seconds[static_cast<std::size_t>(kind)]; }
 };

@@ -35,7 +35,8 @@ namespace {
 struct PlanRun {
   FlowNetwork& network;
   std::shared_ptr<const TransferPlan> plan;
-  double scale;
+  double buffer_bytes;
+  double wire_scale;  // plan->size_correction.wire_scale(buffer_bytes)
   std::function<void()> on_done;
   std::size_t phase = 0;
   std::size_t outstanding = 0;
@@ -52,7 +53,8 @@ struct PlanRun {
     outstanding = current.transfers.size();
     network.reserve(current.transfers.size());
     for (const Transfer& transfer : current.transfers) {
-      network.start(transfer.links, transfer.bytes_per_hop * scale, transfer.latency, [this] {
+      const TimePs latency = plan->size_correction.latency(transfer.latency, buffer_bytes);
+      network.start(transfer.links, transfer.bytes_per_hop * wire_scale, latency, [this] {
         if (--outstanding == 0) {
           ++phase;
           start_phase();
@@ -67,10 +69,13 @@ struct PlanRun {
 void run_transfer_plan(EventEngine& engine, FlowNetwork& network, std::shared_ptr<const TransferPlan> plan,
                        double buffer_bytes, std::function<void()> on_done) {
   if (!(buffer_bytes >= 0)) throw std::invalid_argument("negative buffer size");
-  auto run = std::make_shared<PlanRun>(PlanRun{network, std::move(plan), buffer_bytes, std::move(on_done), 0, 0, nullptr});
+  const double wire_scale = plan->size_correction.wire_scale(buffer_bytes);
+  auto run = std::make_shared<PlanRun>(
+      PlanRun{network, std::move(plan), buffer_bytes, wire_scale, std::move(on_done), 0, 0, nullptr});
   run->self = run;
   PlanRun* raw = run.get();
-  engine.schedule_after(raw->plan->launch_latency, [raw] { raw->start_phase(); });
+  engine.schedule_after(raw->plan->size_correction.latency(raw->plan->launch_latency, buffer_bytes),
+                        [raw] { raw->start_phase(); });
 }
 
 CollectiveRun simulate_collective(const topology::Cluster& cluster, const calib::Profile& profile,

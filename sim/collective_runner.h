@@ -40,7 +40,7 @@ double measured_collective_seconds(const calib::Profile& profile, workloads::Col
 std::vector<double> achievable_link_capacities(const topology::Cluster& cluster, const calib::Profile& profile);
 
 // `plan` must outlive the run. Its transfers are scaled from one byte of
-// buffer to `buffer_bytes`.
+// buffer to `buffer_bytes`, and corrected for that size (size_correction.h).
 void run_transfer_plan(EventEngine& engine, FlowNetwork& network, std::shared_ptr<const TransferPlan> plan,
                        double buffer_bytes, std::function<void()> on_done);
 

@@ -155,6 +155,86 @@ TEST_CASE("the step floor is a ring field of all-reduce, all-gather and reduce-s
   CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"), Catch::Contains("all_reduce.tree.simple"));
 }
 
+TEST_CASE("a tree's bandwidth correction divides the bandwidth term by the factor of the buffer's size step",
+          "[collectives][closed_form]") {
+  // Over 2 nodes the tree takes S/B + 2 alpha (above); with a correction c it
+  // reaches c B, so S/(c B) + 2 alpha. The steps: 0.5 from 1 MiB (and below
+  // it, as the first), 0.8 from 16 MiB, none from 256 MiB.
+  const double mib = 1 << 20;
+  nlohmann::json doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["all_reduce"]["tree"]["simple"]["bandwidth_correction"] = {
+      {{"from_bytes", mib}, {"factor", 0.5}}, {{"from_bytes", 16 * mib}, {"factor", 0.8}},
+      {{"from_bytes", 256 * mib}, {"factor", 1.0}}};
+  const World world(test::cluster_spec(test::uniform_nodes_json(2, 1, kB)), calib::parse_profile(doc, "tree.json"));
+  for (const auto& [s, factor] : {std::pair{0.25 * mib, 0.5}, std::pair{mib, 0.5}, std::pair{16 * mib - 1, 0.5},
+                                  std::pair{16 * mib, 0.8}, std::pair{255 * mib, 0.8}, std::pair{512 * mib, 1.0}}) {
+    INFO("S = " << s);
+    const double expected = s / (factor * kB) + 2 * kAlpha;
+    require_close(world.flow_seconds(world.all(), CollectiveOp::all_reduce, Algorithm::tree, Protocol::simple, s),
+                  expected);
+    require_close(world.analytical_seconds(world.all(), CollectiveOp::all_reduce, Algorithm::tree, Protocol::simple, s),
+                  expected, 1e-9);
+  }
+}
+
+TEST_CASE("a ring all-reduce across nodes takes the plateau's latency factor from its threshold on",
+          "[collectives][closed_form]") {
+  // 2 nodes x 2 GPUs, a NIC per GPU: 2 channels, 4 ranks, 6 steps of alpha,
+  // 2(3)/4 S/B of bytes, a 5 us launch. With 128 KiB per rank and channel the
+  // threshold is 128 KiB x 4 x 2 = 1 MiB; from there the launch and the steps
+  // take 1.5 times as long, and the bytes move as before.
+  const double mib = 1 << 20;
+  nlohmann::json doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["all_reduce"]["ring"]["simple"]["base_latency_seconds"] = 5e-6;
+  doc["collectives"]["all_reduce"]["ring"]["simple"]["multi_node_plateau"] = {
+      {"latency_factor", 1.5}, {"from_bytes_per_rank_and_channel", 128 * 1024}};
+  const World world(test::cluster_spec(test::uniform_nodes_json(2, 2, kB)), calib::parse_profile(doc, "plateau.json"));
+  REQUIRE(world.all().channels.size() == 2);
+  const double latency = 5e-6 + 6 * kAlpha;
+  for (const auto& [s, factor] : {std::pair{mib - 1, 1.0}, std::pair{mib, 1.5}, std::pair{64 * mib, 1.5}}) {
+    INFO("S = " << s);
+    const double expected = 1.5 * s / kB + factor * latency;
+    require_close(world.flow_seconds(world.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, s),
+                  expected, 1e-6);
+    require_close(world.analytical_seconds(world.all(), CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, s),
+                  expected, 1e-9);
+  }
+  // Inside one node there is no plateau.
+  const auto node = world.group({0, 1});
+  const double s = 64 * mib;
+  require_close(world.flow_seconds(node, CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, s),
+                s / kB + 5e-6 + 2 * kAlpha, 1e-6);
+}
+
+TEST_CASE("size corrections are refused where NCCL has none, and when malformed", "[collectives][profile]") {
+  const auto error_for = [](const char* op, const char* algorithm, const char* key, const nlohmann::json& value) {
+    nlohmann::json doc = test::uniform_profile_json(kAlpha);
+    doc["collectives"][op][algorithm]["simple"][key] = value;
+    try {
+      calib::parse_profile(doc, "p.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const nlohmann::json plateau = {{"latency_factor", 1.4}, {"from_bytes_per_rank_and_channel", 64}};
+  const nlohmann::json steps = {{{"from_bytes", 64}, {"factor", 0.9}}, {{"from_bytes", 128}, {"factor", 1.0}}};
+  CHECK(error_for("all_reduce", "ring", "multi_node_plateau", plateau) == "accepted");
+  CHECK(error_for("all_reduce", "tree", "bandwidth_correction", steps) == "accepted");
+  CHECK_THAT(error_for("all_gather", "ring", "multi_node_plateau", plateau), Catch::Contains("only ring all_reduce"));
+  CHECK_THAT(error_for("all_reduce", "tree", "multi_node_plateau", plateau), Catch::Contains("only ring all_reduce"));
+  CHECK_THAT(error_for("all_reduce", "ring", "multi_node_plateau", {{"latency_factor", 0.5}, {"from_bytes_per_rank_and_channel", 64}}),
+             Catch::Contains("all_reduce.ring.simple.multi_node_plateau.latency_factor"));
+  CHECK_THAT(error_for("all_reduce", "ring", "bandwidth_correction", steps), Catch::Contains("only trees"));
+  CHECK_THAT(error_for("all_reduce", "tree", "bandwidth_correction", nlohmann::json::array()),
+             Catch::Contains("non-empty array"));
+  CHECK_THAT(error_for("all_reduce", "tree", "bandwidth_correction",
+                       {{{"from_bytes", 128}, {"factor", 0.9}}, {{"from_bytes", 128}, {"factor", 1.0}}}),
+             Catch::Contains("bandwidth_correction[1]: from_bytes must increase"));
+  CHECK_THAT(error_for("all_reduce", "tree", "bandwidth_correction", {{{"from_bytes", 64}, {"factor", 1.5}}}),
+             Catch::Contains("bandwidth_correction[0].factor"));
+}
+
 TEST_CASE("all-to-all: (N-1)/N S/B + alpha, plus one message overhead per remote peer", "[collectives][closed_form]") {
   const double s = 256.0 * (1 << 20);
   const World node = single_node(8);

@@ -62,6 +62,22 @@ TEST_CASE("profile numbers are the cited public figures", "[profile]") {
   REQUIRE(load_profile("h100").find(CollectiveOp::reduce_scatter, Algorithm::ring, Protocol::simple)
               ->multi_node_step_floor_seconds == Approx(3e-6));
   REQUIRE(a100.find(CollectiveOp::broadcast, Algorithm::ring, Protocol::simple)->multi_node_step_floor_seconds == 0);
+  // NCCL's treeCorrectionFactor, from 64 B in powers of two: LL128 0.6 at
+  // 1 MiB (entry 14), Simple 0.9 at 64 B, none from 512 MiB on.
+  const auto& ll128 = a100.find(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128)->bandwidth_correction;
+  REQUIRE(ll128.size() == 24);
+  REQUIRE(ll128[14].from_bytes == 1 << 20);
+  REQUIRE(ll128[14].factor == Approx(0.6));
+  REQUIRE(ll128.back().from_bytes == 512 << 20);
+  REQUIRE(ll128.back().factor == 1.0);
+  REQUIRE(a100.find(CollectiveOp::all_reduce, Algorithm::tree, Protocol::simple)->bandwidth_correction.front().factor ==
+          Approx(0.9));
+  // Its plateau effect of ring: Simple ring all-reduces across nodes, 1.4x
+  // the latency on Ampere and later, from 64 bytes per rank and channel.
+  REQUIRE(simple->multi_node_plateau.latency_factor == Approx(1.4));
+  REQUIRE(simple->multi_node_plateau.from_bytes_per_rank_and_channel == 64);
+  REQUIRE(a100.find(CollectiveOp::all_reduce, Algorithm::ring, Protocol::ll)->multi_node_plateau.latency_factor == 1);
+  REQUIRE(a100.find(CollectiveOp::all_gather, Algorithm::ring, Protocol::simple)->multi_node_plateau.latency_factor == 1);
 }
 
 TEST_CASE("a profile missing a field is refused with its path", "[profile]") {

@@ -56,6 +56,29 @@ def protocol_entry(algorithm, protocol, message_overhead_seconds=None, multi_nod
 NET_OVERHEAD_STEPS = {"ll": 1, "ll128": 1, "simple": 3}
 
 
+# "Trees are not perfectly sticking to the model for medium sizes" (tuning.cc,
+# treeCorrectionFactor): NCCL scales a tree's bandwidth by these factors for
+# buffers of 64 B x 2^i up to twice that, i = 0..22 (below 64 B the first
+# holds, from 512 MiB on none).
+TREE_CORRECTION = {"ll": [1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
+                          1.0, 1.0, 1.0, 1.0],
+                   "ll128": [1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+                             .9, .9, 1.0, 1.0],
+                   "simple": [.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+                              .8, .9, .9]}
+
+
+def tree_correction(protocol):
+    steps = [{"from_bytes": 64 * 2 ** i, "factor": f} for i, f in enumerate(TREE_CORRECTION[protocol])]
+    return steps + [{"from_bytes": 64 * 2 ** len(TREE_CORRECTION[protocol]), "factor": 1.0}]
+
+
+# "Plateau effect of ring" (ncclTopoGetAlgoTime): a Simple ring all-reduce
+# across nodes takes 1.4x its model latency on Ampere and later GPUs (1.9x
+# before) once the call carries 64 bytes or more per rank and channel.
+RING_PLATEAU = {"latency_factor": 1.4, "from_bytes_per_rank_and_channel": 64}
+
+
 # NVLS and NVLS tree (NVLink SHARP, NVSwitch 3), Simple protocol only. The
 # latencies are NCCL's tuning model: no base latency, 23 us per NVLink step,
 # 18 us (NVLS) and 14 us (NVLS tree) per network step. The bandwidth factor is
@@ -88,17 +111,21 @@ def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
     ring.update({p: protocol_entry("ring", p,
                                    multi_node_step_floor_seconds=NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
                  for p in ("ll", "ll128", "simple")})
+    ring_all_reduce = {**ring, "source": ring["source"] + "; multi_node_plateau: its plateau effect of ring "
+                       "(ncclTopoGetAlgoTime), Simple on Ampere and later",
+                       "simple": {**ring["simple"], "multi_node_plateau": RING_PLATEAU}}
     chain = {"source": NCCL_TUNING + " (ring row)"}
     chain.update({p: protocol_entry("ring", p) for p in ("ll", "ll128", "simple")})
-    tree = {"source": NCCL_TUNING + " (tree row)"}
-    tree.update({p: protocol_entry("tree", p) for p in ("ll", "ll128", "simple")})
+    tree = {"source": NCCL_TUNING + " (tree row); bandwidth_correction: its treeCorrectionFactor"}
+    tree.update({p: {**protocol_entry("tree", p), "bandwidth_correction": tree_correction(p)}
+                 for p in ("ll", "ll128", "simple")})
     # NCCL's model has no point-to-point entry; its ring model for one step
     # stands in, plus NCCL's network post overhead per message (getNetOverhead).
     direct = {"source": (NCCL_TUNING + ": no point-to-point entry exists, so one ring step (LL, Simple) "
                          "stands in; message_overhead_seconds is NCCL's getNetOverhead for " + cpu_note)}
     direct.update({p: protocol_entry("ring", p, net_post_overhead_seconds) for p in ("ll", "simple")})
     return {
-        "all_reduce": {"ring": ring, "tree": tree, **(nvls or {})},
+        "all_reduce": {"ring": ring_all_reduce, "tree": tree, **(nvls or {})},
         "all_gather": {"ring": ring},
         "reduce_scatter": {"ring": ring},
         "broadcast": {"ring": chain},

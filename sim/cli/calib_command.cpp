@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -149,6 +150,16 @@ int run_report(const ReportOptions& options) {
                   p.base_latency_seconds * 1e6, p.bandwidth_factor);
       if (p.multi_node_step_floor_seconds > 0) {
         std::printf(", step >= %.2f us across nodes", p.multi_node_step_floor_seconds * 1e6);
+      }
+      if (p.multi_node_plateau.latency_factor != 1) {
+        std::printf(", latency x%.2f across nodes from %.0f B per rank and channel", p.multi_node_plateau.latency_factor,
+                    p.multi_node_plateau.from_bytes_per_rank_and_channel);
+      }
+      if (!p.bandwidth_correction.empty()) {
+        const auto [low, high] = std::minmax_element(
+            p.bandwidth_correction.begin(), p.bandwidth_correction.end(),
+            [](const calib::SizeStep& a, const calib::SizeStep& b) { return a.factor < b.factor; });
+        std::printf(", bandwidth x%.2f-%.2f by size", low->factor, high->factor);
       }
     }
     std::printf("\n");

@@ -13,10 +13,14 @@
 namespace shardsim::sim {
 
 double CollectiveCost::seconds(double bytes) const {
+  const double latency_factor = size_correction.latency_factor_at(bytes);
+  const double wire_bytes = size_correction.wire_scale(bytes);
   double total = 0;
   for (const auto& lines : phases) {
     double longest = 0;
-    for (const AlphaBeta& line : lines) longest = std::max(longest, line.seconds(bytes));
+    for (const AlphaBeta& line : lines) {
+      longest = std::max(longest, line.alpha_seconds * latency_factor + line.seconds_per_byte * wire_bytes);
+    }
     total += longest;
   }
   return total;

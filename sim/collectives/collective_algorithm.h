@@ -11,6 +11,7 @@
 
 #include "calib/profile.h"
 #include "sim/collectives/group.h"
+#include "sim/collectives/size_correction.h"
 #include "sim/collectives/transfer_plan.h"
 #include "topology/routing.h"
 
@@ -40,8 +41,11 @@ struct AlphaBeta {
 // when independent transfers that share a link start at different latencies
 // (all-to-all): the link is busy from the first start, so the time is bounded
 // by each start latency plus the load of the transfers starting then or later.
+// The size correction scales every alpha and the bytes the betas apply to,
+// as it does the plan's latencies and link weights.
 struct CollectiveCost {
   std::vector<std::vector<AlphaBeta>> phases;
+  SizeCorrection size_correction;
   double seconds(double bytes) const;
 };
 

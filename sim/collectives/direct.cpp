@@ -137,7 +137,7 @@ TransferPlan DirectAlgorithm::plan(const CollectiveContext& context, const Colle
                                    Protocol protocol) const {
   const auto& params = protocol_params(context.profile, call.op, Algorithm::direct, protocol);
   const DirectSchedule schedule = direct_schedule(context, call);
-  TransferPlan plan{call.op, Algorithm::direct, protocol, launch_latency(params, schedule), {}};
+  TransferPlan plan{call.op, Algorithm::direct, protocol, launch_latency(params, schedule), {}, {}};
   if (schedule.sends.empty()) return plan;
   // In a group with as many GPUs on every node, an all-to-all's network
   // sends from one GPU, of one size and one path latency, move as one
@@ -184,7 +184,8 @@ CollectiveCost DirectAlgorithm::cost(const CollectiveContext& context, const Col
   LinkLoadCounter load(context.cluster);
   for (const auto& send : schedule.sends) load.add(send.hop, send.bytes, step_latency(context.cluster, params, send.hop));
   return {{with_launch(load.cost_lines(effective_speeds(context.cluster, context.profile, params.bandwidth_factor)),
-                       seconds_from_picoseconds(launch_latency(params, schedule)))}};
+                       seconds_from_picoseconds(launch_latency(params, schedule)))},
+          {}};
 }
 
 }  // namespace shardsim::sim

@@ -47,7 +47,7 @@ std::string HierarchicalAlgorithm::unsupported_reason(CollectiveOp op, const Gro
 
 TransferPlan HierarchicalAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call,
                                          Protocol protocol) const {
-  TransferPlan plan{call.op, Algorithm::hierarchical, protocol, 0, {}};
+  TransferPlan plan{call.op, Algorithm::hierarchical, protocol, 0, {}, {}};
   bool first = true;
   for (const auto& phase : phases(context.cluster, context.group)) {
     const auto& params = protocol_params(context.profile, phase.op, Algorithm::ring, protocol);

@@ -88,7 +88,7 @@ std::string all_reduce_only(CollectiveOp op, std::string_view name) {
 TransferPlan nvls_plan(Algorithm algorithm, const CollectiveContext& context, const CollectiveCall& call,
                        Protocol protocol) {
   const auto& params = protocol_params(context.profile, call.op, algorithm, protocol);
-  TransferPlan plan{call.op, algorithm, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}};
+  TransferPlan plan{call.op, algorithm, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}, {}};
   if (context.group.size() < 2) return plan;
   Phase phase;
   TransferBuilder builder(context.router, params);
@@ -105,7 +105,7 @@ TransferPlan nvls_plan(Algorithm algorithm, const CollectiveContext& context, co
 CollectiveCost nvls_cost(Algorithm algorithm, const CollectiveContext& context, const CollectiveCall& call,
                          Protocol protocol) {
   const auto& params = protocol_params(context.profile, call.op, algorithm, protocol);
-  if (context.group.size() < 2) return {{{AlphaBeta{params.base_latency_seconds, 0}}}};
+  if (context.group.size() < 2) return {{{AlphaBeta{params.base_latency_seconds, 0}}}, {}};
   const auto transfers = transfers_of(algorithm, context.group);
   // Lockstep, as for trees: the last transfer to start sets the pace.
   TimePs start = 0;
@@ -122,7 +122,8 @@ CollectiveCost nvls_cost(Algorithm algorithm, const CollectiveContext& context, 
     for (const Hop& hop : transfer.network_hops) load.add(hop, transfer.share, start);
   }
   return {{with_launch(load.cost_lines(effective_speeds(context.cluster, context.profile, params.bandwidth_factor)),
-                       params.base_latency_seconds)}};
+                       params.base_latency_seconds)},
+          {}};
 }
 
 }  // namespace

@@ -34,6 +34,19 @@ TimePs step_floor(const CollectiveContext& context, const calib::ProtocolParams&
   return context.group.node_count() > 1 ? picoseconds_from_seconds(params.multi_node_step_floor_seconds) : 0;
 }
 
+// NCCL's plateau threshold counts bytes per rank and per channel of NCCL's
+// communicator; the group's channels (group.h) stand in for those.
+SizeCorrection size_correction(const CollectiveContext& context, const calib::ProtocolParams& params) {
+  SizeCorrection correction;
+  if (context.group.node_count() > 1) {
+    const calib::LatencyPlateau& plateau = params.multi_node_plateau;
+    correction.latency_factor = plateau.latency_factor;
+    correction.latency_factor_from_bytes = plateau.from_bytes_per_rank_and_channel * context.group.size() *
+                                           static_cast<double>(context.group.channels.size());
+  }
+  return correction;
+}
+
 }  // namespace
 
 TimePs RingSchedule::channel_latency(const std::vector<TimePs>& hop_latencies) const {
@@ -80,7 +93,8 @@ TransferPlan RingAlgorithm::plan(const CollectiveContext& context, const Collect
     return with_ring_chains(context, call.op, protocol, [&](const RingChains& chains) { return chains.plan(call.root); });
   }
   const auto& params = protocol_params(context.profile, call.op, Algorithm::ring, protocol);
-  TransferPlan plan{call.op, Algorithm::ring, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}};
+  TransferPlan plan{call.op, Algorithm::ring, protocol, picoseconds_from_seconds(params.base_latency_seconds), {},
+                    size_correction(context, params)};
   const RingSchedule schedule = ring_schedule(context.group, call);
   if (schedule.channel_hops.empty()) return plan;
   Phase phase;
@@ -116,7 +130,8 @@ CollectiveCost RingAlgorithm::cost(const CollectiveContext& context, const Colle
     for (const Hop& hop : hops) load.add(hop, schedule.bytes_per_hop, start);
   }
   return {{with_launch(load.cost_lines(effective_speeds(context.cluster, context.profile, params.bandwidth_factor)),
-                       params.base_latency_seconds)}};
+                       params.base_latency_seconds)},
+          size_correction(context, params)};
 }
 
 }  // namespace shardsim::sim

@@ -87,7 +87,7 @@ CollectiveCost RingChains::cost(int root) const {
   std::vector<AlphaBeta> lines =
       load.cost_lines(effective_speeds(context_.cluster, context_.profile, params_.bandwidth_factor));
   lines.front().alpha_seconds = seconds_from_picoseconds(start);
-  return {{with_launch(std::move(lines), params_.base_latency_seconds)}};
+  return {{with_launch(std::move(lines), params_.base_latency_seconds)}, {}};
 }
 
 const std::vector<RingChains::RoutedChannel>& RingChains::routed() const {
@@ -110,7 +110,7 @@ const std::vector<RingChains::RoutedChannel>& RingChains::routed() const {
 }
 
 TransferPlan RingChains::plan(int root) const {
-  TransferPlan plan{op_, Algorithm::ring, protocol_, picoseconds_from_seconds(params_.base_latency_seconds), {}};
+  TransferPlan plan{op_, Algorithm::ring, protocol_, picoseconds_from_seconds(params_.base_latency_seconds), {}, {}};
   if (channels_.empty()) return plan;
   const auto& routed = this->routed();
   Phase phase;

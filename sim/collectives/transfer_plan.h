@@ -11,6 +11,7 @@
 #pragma once
 
 #include "calib/profile.h"
+#include "sim/collectives/size_correction.h"
 #include "topology/routing.h"
 #include "workloads/collective_kind.h"
 
@@ -46,6 +47,9 @@ struct TransferPlan {
   Protocol protocol = Protocol::simple;
   TimePs launch_latency = 0;  // once per call, before the first phase
   std::vector<Phase> phases;
+  // Applied when the plan runs on a buffer of known size: weights scaled by
+  // wire_scale(bytes), the launch and every transfer's latency corrected.
+  SizeCorrection size_correction;
 };
 
 // Builds one Transfer: routes each hop, accumulates its links, and reports

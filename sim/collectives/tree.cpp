@@ -40,6 +40,12 @@ std::vector<TreeTransfer> tree_transfers(const CollectiveContext& context) {
   return out;
 }
 
+SizeCorrection size_correction(const calib::ProtocolParams& params) {
+  SizeCorrection correction;
+  correction.bandwidth = params.bandwidth_correction;
+  return correction;
+}
+
 // Up and down: the chain inside a node and the tree across nodes, each step
 // at the mean latency of its kind of hop. `hop_latencies` follows transfer.hops.
 TimePs tree_latency(const TreeTransfer& transfer, const topology::Cluster& cluster,
@@ -83,7 +89,8 @@ std::string TreeAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout
 
 TransferPlan TreeAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const {
   const auto& params = protocol_params(context.profile, call.op, Algorithm::tree, protocol);
-  TransferPlan plan{call.op, Algorithm::tree, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}};
+  TransferPlan plan{call.op, Algorithm::tree, protocol, picoseconds_from_seconds(params.base_latency_seconds), {},
+                    size_correction(params)};
   if (context.group.size() < 2) return plan;
   const auto transfers = tree_transfers(context);
   // Two trees per channel, each with half of the channel's share.
@@ -103,7 +110,7 @@ TransferPlan TreeAlgorithm::plan(const CollectiveContext& context, const Collect
 CollectiveCost TreeAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
                                    Protocol protocol) const {
   const auto& params = protocol_params(context.profile, call.op, Algorithm::tree, protocol);
-  if (context.group.size() < 2) return {{{AlphaBeta{params.base_latency_seconds, 0}}}};
+  if (context.group.size() < 2) return {{{AlphaBeta{params.base_latency_seconds, 0}}}, {}};
   const auto transfers = tree_transfers(context);
   const double bytes_per_hop = 1.0 / static_cast<double>(transfers.size());
   // As for rings: the (channel, tree) transfers move in lockstep, so the last
@@ -118,8 +125,8 @@ CollectiveCost TreeAlgorithm::cost(const CollectiveContext& context, const Colle
   for (const TreeTransfer& transfer : transfers) {
     for (const Hop& hop : transfer.hops) load.add(hop, bytes_per_hop, start);
   }
-  return {{with_launch(load.cost_lines(effective_speeds(context.cluster, context.profile, params.bandwidth_factor)),
-                       params.base_latency_seconds)}};
+  const EffectiveSpeeds speeds = effective_speeds(context.cluster, context.profile, params.bandwidth_factor);
+  return {{with_launch(load.cost_lines(speeds), params.base_latency_seconds)}, size_correction(params)};
 }
 
 }  // namespace shardsim::sim

@@ -116,7 +116,7 @@ LoneCollectives::Alone& LoneCollectives::alone(const std::shared_ptr<const Trans
 
 void LoneCollectives::add_link_bytes(std::vector<double>& link_bytes) const {
   for (const auto& [key, call] : alone_) {
-    const double bytes = key.second * static_cast<double>(call.calls);
+    const double bytes = call.plan->size_correction.wire_scale(key.second) * static_cast<double>(call.calls);
     for (const Phase& phase : call.plan->phases) {
       for (const Transfer& transfer : phase.transfers) {
         for (const LinkUse& use : transfer.links) {
