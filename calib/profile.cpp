@@ -68,6 +68,13 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
   }
   hops.finish();
   params.bandwidth_factor = fraction(reader, "bandwidth_factor");
+  for (auto [key, factor] :
+       {std::pair{"single_node_bandwidth_factor", &params.single_node_bandwidth_factor},
+        std::pair{"one_rank_per_node_bandwidth_factor", &params.one_rank_per_node_bandwidth_factor}}) {
+    if (!reader.has(key)) continue;
+    if (algorithm != Algorithm::ring && algorithm != Algorithm::tree) reader.fail(key, "only rings and trees have it");
+    *factor = fraction(reader, key);
+  }
   if (algorithm == Algorithm::direct) {
     params.message_overhead_seconds = reader.non_negative_number("message_overhead_seconds");
   }
@@ -155,6 +162,12 @@ ComputeCalibration parse_compute(JsonObjectReader reader) {
 }
 
 }  // namespace
+
+double ProtocolParams::bandwidth_factor_for(int ranks, int nodes) const {
+  if (nodes <= 1) return single_node_bandwidth_factor.value_or(bandwidth_factor);
+  if (ranks < 2 * nodes) return one_rank_per_node_bandwidth_factor.value_or(bandwidth_factor);
+  return bandwidth_factor;
+}
 
 double DtypeCompute::gemm_efficiency_at(double flops) const {
   const auto& table = gemm_efficiency;

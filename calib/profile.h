@@ -10,6 +10,10 @@
 //                                         that kind (alpha, per message);
 //       bandwidth_factor                  payload fraction of link bandwidth the
 //                                         protocol reaches (LL's inline flags...);
+//       single_node_bandwidth_factor,     rings and trees only, optional: the
+//       one_rank_per_node_bandwidth_factor  factor instead for a group inside one
+//                                         node, and for one with fewer than two
+//                                         ranks per node;
 //       message_overhead_seconds          direct algorithm only: cost of posting
 //                                         one network message;
 //       multi_node_step_floor_seconds     rings of all-reduce, all-gather and
@@ -51,6 +55,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -82,6 +87,12 @@ struct ProtocolParams {
   double base_latency_seconds = 0;
   std::array<double, topology::kLinkKindCount> hop_latency_seconds{};  // by LinkKind
   double bandwidth_factor = 1;
+  // NCCL's protocol refinements by group shape (ncclTopoTuneModel): a
+  // protocol's reach differs inside one node, and with fewer than two ranks
+  // per node, where "we are sending/receiving at the same GPU through the NIC".
+  // Unset: bandwidth_factor.
+  std::optional<double> single_node_bandwidth_factor;
+  std::optional<double> one_rank_per_node_bandwidth_factor;
   double message_overhead_seconds = 0;
   // NCCL's tuning model: "inter-node rings still have to launch nsteps * net
   // overhead", so a step inside a node costs no less than a network post.
@@ -92,6 +103,8 @@ struct ProtocolParams {
   std::vector<SizeStep> bandwidth_correction;
 
   double hop_latency(LinkKind kind) const { return hop_latency_seconds[static_cast<std::size_t>(kind)]; }
+  // The bandwidth factor of a group of `ranks` GPUs on `nodes` nodes.
+  double bandwidth_factor_for(int ranks, int nodes) const;
 };
 
 struct AlgorithmParams {

@@ -238,6 +238,65 @@ TEST_CASE("size corrections are refused where NCCL has none, and when malformed"
                     Catch::Contains("bandwidth_correction[0].factor"));
 }
 
+TEST_CASE("a protocol's bandwidth factor follows the group's shape: one node, under two ranks per node, or more",
+          "[collectives][closed_form]") {
+  // 2 nodes x 2 GPUs, every link at B. Rings and trees reach c B, with c 0.5
+  // in general, 0.8 inside one node and 0.25 under two ranks per node, so
+  // their bytes terms divide by c and their step counts stay.
+  const double s = 64.0 * (1 << 20);
+  nlohmann::json doc = test::uniform_profile_json(kAlpha);
+  for (const auto& [op, algorithm] : {std::pair{"all_reduce", "ring"}, std::pair{"all_reduce", "tree"},
+                                      std::pair{"all_gather", "ring"}, std::pair{"reduce_scatter", "ring"},
+                                      std::pair{"broadcast", "ring"}}) {
+    auto& simple = doc["collectives"][op][algorithm]["simple"];
+    simple["bandwidth_factor"] = 0.5;
+    simple["single_node_bandwidth_factor"] = 0.8;
+    simple["one_rank_per_node_bandwidth_factor"] = 0.25;
+  }
+  const World world(test::cluster_spec(test::uniform_nodes_json(2, 2, kB)), calib::parse_profile(doc, "shape.json"));
+  const auto both_modes = [&](const sim::GroupLayout& group, CollectiveOp op, Algorithm algorithm, double expected) {
+    require_close(world.flow_seconds(group, op, algorithm, Protocol::simple, s), expected);
+    require_close(world.analytical_seconds(group, op, algorithm, Protocol::simple, s), expected, 1e-9);
+  };
+  const auto all_gather = [&](const sim::GroupLayout& group, double c) {
+    const double n = group.size();
+    both_modes(group, CollectiveOp::all_gather, Algorithm::ring, (n - 1) / n * s / (c * kB) + (n - 1) * kAlpha);
+    both_modes(group, CollectiveOp::reduce_scatter, Algorithm::ring, (n - 1) / n * s / (c * kB) + (n - 1) * kAlpha);
+  };
+  SECTION("inside one node") {
+    all_gather(world.group({0, 1}), 0.8);
+    both_modes(world.group({0, 1}), CollectiveOp::broadcast, Algorithm::ring, s / (0.8 * kB) + kAlpha);
+  }
+  SECTION("one GPU on each of two nodes") {
+    all_gather(world.group({0, 2}), 0.25);
+    both_modes(world.group({0, 2}), CollectiveOp::all_reduce, Algorithm::tree, s / (0.25 * kB) + 2 * kAlpha);
+  }
+  SECTION("two GPUs per node") {
+    all_gather(world.all(), 0.5);
+    both_modes(world.all(), CollectiveOp::all_reduce, Algorithm::ring, 1.5 * s / (0.5 * kB) + 6 * kAlpha);
+  }
+  SECTION("hierarchical: each phase takes its own sub-groups' shape") {
+    // Reduce-scatter and all-gather of S inside each node at 0.8 B: S/2 / 0.8
+    // each. All-reduce of S/2 across each rail, one GPU per node, at 0.25 B:
+    // 2(1)/2 x S/2 / 0.25. Steps: 1 + 2 + 1.
+    both_modes(world.all(), CollectiveOp::all_reduce, Algorithm::hierarchical,
+               (2 * 0.5 / 0.8 + 0.5 / 0.25) * s / kB + 4 * kAlpha);
+  }
+}
+
+TEST_CASE("bandwidth factors by group shape are ring and tree fields, and fractions", "[collectives][profile]") {
+  nlohmann::json doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["all_to_all"]["direct"]["simple"]["single_node_bandwidth_factor"] = 0.5;
+  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
+                    Catch::Contains("all_to_all.direct.simple.single_node_bandwidth_factor") &&
+                        Catch::Contains("only rings and trees"));
+  doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["reduce"]["ring"]["simple"]["one_rank_per_node_bandwidth_factor"] = 1.5;
+  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
+                    Catch::Contains("reduce.ring.simple.one_rank_per_node_bandwidth_factor") &&
+                        Catch::Contains("fraction"));
+}
+
 TEST_CASE("all-to-all: (N-1)/N S/B + alpha, plus one message overhead per remote peer", "[collectives][closed_form]") {
   const double s = 256.0 * (1 << 20);
   const World node = single_node(8);

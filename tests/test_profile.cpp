@@ -80,6 +80,32 @@ TEST_CASE("profile numbers are the cited public figures", "[profile]") {
   REQUIRE(a100.find(CollectiveOp::all_gather, Algorithm::ring, Protocol::simple)->multi_node_plateau.latency_factor == 1);
 }
 
+TEST_CASE("protocol factors by group shape are NCCL's refinements", "[profile]") {
+  // 8 GPUs on one node, 16 on 2 nodes (8 per node), 4 on 4 nodes (one per node).
+  const auto a100 = load_profile("a100");
+  const auto factor = [&](CollectiveOp op, Algorithm algorithm, Protocol protocol, int ranks, int nodes) {
+    return a100.find(op, algorithm, protocol)->bandwidth_factor_for(ranks, nodes);
+  };
+  // Ring LL: busBw/3 inside one node for all but all-reduce and reduce, /4 otherwise.
+  for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::broadcast}) {
+    CHECK(factor(op, Algorithm::ring, Protocol::ll, 8, 1) == Approx(1.0 / 3));
+    CHECK(factor(op, Algorithm::ring, Protocol::ll, 16, 2) == Approx(0.25));
+  }
+  for (CollectiveOp op : {CollectiveOp::all_reduce, CollectiveOp::reduce}) {
+    CHECK(factor(op, Algorithm::ring, Protocol::ll, 8, 1) == Approx(0.25));
+  }
+  // Ring LL128: 0.92, 0.7 below two ranks per node.
+  for (CollectiveOp op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce}) {
+    CHECK(factor(op, Algorithm::ring, Protocol::ll128, 8, 1) == Approx(0.92));
+    CHECK(factor(op, Algorithm::ring, Protocol::ll128, 16, 2) == Approx(0.92));
+    CHECK(factor(op, Algorithm::ring, Protocol::ll128, 4, 4) == Approx(0.7));
+  }
+  // Tree LL128: 0.92 x 7/9 inside one node, 0.92 x 120/128 across nodes.
+  CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 8, 1) == Approx(0.92 * 7 / 9));
+  CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 4, 4) == Approx(0.92 * 120 / 128));
+  CHECK(factor(CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, 4, 4) == 1.0);
+}
+
 TEST_CASE("a profile missing a field is refused with its path", "[profile]") {
   auto doc = uniform_profile_json(1e-6);
   doc["links"]["network"].erase("bandwidth_efficiency");

@@ -28,12 +28,18 @@ HOP_US = {"tree": {"ll": {"nvlink": 0.6, "pcie": 1.0, "network": 5.0},
           "ring": {"ll": {"nvlink": 0.6, "pcie": 1.0, "network": 2.7},
                    "ll128": {"nvlink": 1.9, "pcie": 2.5, "network": 4.0},
                    "simple": {"nvlink": 3.4, "pcie": 5.7, "network": 14.0}}}
-# Fraction of the link bandwidth each protocol reaches in NCCL's model:
-# ring LL busBw/4 (multi-node; NCCL uses /3 for a single-node all-gather,
-# reduce-scatter or broadcast), ring LL128 x0.92 (two or more GPUs per node),
-# tree x0.92 for all protocols, then LL /3.8 and LL128 x120/128 (multi-node).
+# Fraction of the link bandwidth each protocol reaches in NCCL's model
+# ("various model refinements" of ncclTopoTuneModel): ring LL busBw/4, ring
+# LL128 x0.92, tree x0.92 for all protocols, then LL /3.8 and LL128 x120/128.
 BANDWIDTH_FACTOR = {"ring": {"ll": 0.25, "ll128": 0.92, "simple": 1.0},
                     "tree": {"ll": 0.92 / 3.8, "ll128": 0.92 * 120 / 128, "simple": 0.92}}
+# The same refinements by group shape. Inside one node, ring LL reaches busBw/3
+# for every collective but all-reduce and reduce, and tree LL128 x7/9 in place
+# of x120/128. With fewer than two ranks per node ("sending/receiving at the
+# same GPU through the NIC"), ring LL128 reaches x0.7 in place of x0.92.
+SINGLE_NODE_RING_LL = 1.0 / 3.0
+SINGLE_NODE_TREE_LL128 = 0.92 * 7 / 9
+ONE_RANK_PER_NODE_RING_LL128 = 0.7
 
 
 def protocol_entry(algorithm, protocol, message_overhead_seconds=None, multi_node_step_floor_seconds=None):
@@ -105,13 +111,23 @@ def nvls_algorithms(nvls_busbw, ring_busbw, gpus, source):
     return entries
 
 
+def by_group_shape(entries, single_node_ll):
+    """Ring protocol entries with NCCL's refinements by group shape."""
+    shaped = {**entries, "ll128": {**entries["ll128"],
+                                   "one_rank_per_node_bandwidth_factor": ONE_RANK_PER_NODE_RING_LL128}}
+    if single_node_ll:
+        shaped["ll"] = {**entries["ll"], "single_node_bandwidth_factor": round(SINGLE_NODE_RING_LL, 6)}
+    return shaped
+
+
 def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
     ring = {"source": (NCCL_TUNING + " (ring row); multi_node_step_floor_seconds: its network post overhead "
                        "(getNetOverhead) for " + cpu_note + ", 3x for Simple")}
     ring.update({p: protocol_entry("ring", p,
                                    multi_node_step_floor_seconds=NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
                  for p in ("ll", "ll128", "simple")})
-    ring_all_reduce = {**ring, "source": ring["source"] + "; multi_node_plateau: its plateau effect of ring "
+    ring_all_reduce = {**by_group_shape(ring, single_node_ll=False),
+                       "source": ring["source"] + "; multi_node_plateau: its plateau effect of ring "
                        "(ncclTopoGetAlgoTime), Simple on Ampere and later",
                        "simple": {**ring["simple"], "multi_node_plateau": RING_PLATEAU}}
     chain = {"source": NCCL_TUNING + " (ring row)"}
@@ -119,6 +135,7 @@ def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
     tree = {"source": NCCL_TUNING + " (tree row); bandwidth_correction: its treeCorrectionFactor"}
     tree.update({p: {**protocol_entry("tree", p), "bandwidth_correction": tree_correction(p)}
                  for p in ("ll", "ll128", "simple")})
+    tree["ll128"]["single_node_bandwidth_factor"] = round(SINGLE_NODE_TREE_LL128, 6)
     # NCCL's model has no point-to-point entry; its ring model for one step
     # stands in, plus NCCL's network post overhead per message (getNetOverhead).
     direct = {"source": (NCCL_TUNING + ": no point-to-point entry exists, so one ring step (LL, Simple) "
@@ -126,10 +143,10 @@ def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
     direct.update({p: protocol_entry("ring", p, net_post_overhead_seconds) for p in ("ll", "simple")})
     return {
         "all_reduce": {"ring": ring_all_reduce, "tree": tree, **(nvls or {})},
-        "all_gather": {"ring": ring},
-        "reduce_scatter": {"ring": ring},
-        "broadcast": {"ring": chain},
-        "reduce": {"ring": chain},
+        "all_gather": {"ring": by_group_shape(ring, single_node_ll=True)},
+        "reduce_scatter": {"ring": by_group_shape(ring, single_node_ll=True)},
+        "broadcast": {"ring": by_group_shape(chain, single_node_ll=True)},
+        "reduce": {"ring": by_group_shape(chain, single_node_ll=False)},
         "all_to_all": {"direct": direct},
         "send_recv": {"direct": direct},
     }

@@ -148,6 +148,10 @@ int run_report(const ReportOptions& options) {
     for (const auto& [protocol, p] : params.protocols) {
       std::printf("  %s: base %.2f us, factor %.3f", std::string(workloads::to_string(protocol)).c_str(),
                   p.base_latency_seconds * 1e6, p.bandwidth_factor);
+      if (p.single_node_bandwidth_factor) std::printf(" (%.3f inside one node)", *p.single_node_bandwidth_factor);
+      if (p.one_rank_per_node_bandwidth_factor) {
+        std::printf(" (%.3f under 2 ranks per node)", *p.one_rank_per_node_bandwidth_factor);
+      }
       if (p.multi_node_step_floor_seconds > 0) {
         std::printf(", step >= %.2f us across nodes", p.multi_node_step_floor_seconds * 1e6);
       }

@@ -53,4 +53,11 @@ const calib::ProtocolParams& protocol_params(const calib::Profile& profile, Coll
                     "missing: the profile has no parameters for this collective, algorithm and protocol");
 }
 
+calib::ProtocolParams protocol_params(const calib::Profile& profile, CollectiveOp op, Algorithm algorithm,
+                                      Protocol protocol, const GroupLayout& group) {
+  calib::ProtocolParams params = protocol_params(profile, op, algorithm, protocol);
+  params.bandwidth_factor = params.bandwidth_factor_for(group.size(), group.node_count());
+  return params;
+}
+
 }  // namespace shardsim::sim

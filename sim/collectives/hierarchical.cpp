@@ -12,6 +12,8 @@ namespace {
 // One phase: a ring collective run on several disjoint sub-groups at once.
 struct HierarchicalPhase {
   CollectiveOp op;
+  // All of one shape (one node each, or one GPU per node), so the protocol
+  // parameters resolved for the first serve them all.
   std::vector<GroupLayout> groups;
   double buffer_fraction;  // each sub-group's buffer, as a fraction of the call's
 };
@@ -50,7 +52,8 @@ TransferPlan HierarchicalAlgorithm::plan(const CollectiveContext& context, const
   TransferPlan plan{call.op, Algorithm::hierarchical, protocol, 0, {}, {}};
   bool first = true;
   for (const auto& phase : phases(context.cluster, context.group)) {
-    const auto& params = protocol_params(context.profile, phase.op, Algorithm::ring, protocol);
+    const calib::ProtocolParams params =
+        protocol_params(context.profile, phase.op, Algorithm::ring, protocol, phase.groups.front());
     // The first call's launch is the plan's; later calls launch when the previous one ends.
     const TimePs launch = picoseconds_from_seconds(params.base_latency_seconds);
     if (first) plan.launch_latency = launch;
@@ -75,7 +78,8 @@ CollectiveCost HierarchicalAlgorithm::cost(const CollectiveContext& context, con
                                            Protocol protocol) const {
   CollectiveCost cost;
   for (const auto& phase : phases(context.cluster, context.group)) {
-    const auto& params = protocol_params(context.profile, phase.op, Algorithm::ring, protocol);
+    const calib::ProtocolParams params =
+        protocol_params(context.profile, phase.op, Algorithm::ring, protocol, phase.groups.front());
     // The rings of a phase run side by side; as in one ring, the last channel
     // to start sets the pace.
     std::vector<RingSchedule> schedules;

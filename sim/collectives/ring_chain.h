@@ -30,6 +30,8 @@ class RingChains {
   // `op` is broadcast or reduce; throws like protocol_params(). The context's
   // cluster, router, profile and group must outlive this.
   RingChains(const CollectiveContext& context, CollectiveOp op, Protocol protocol);
+  RingChains(const RingChains&) = delete;  // builder_ refers to params_
+  RingChains& operator=(const RingChains&) = delete;
 
   // As RingAlgorithm documents them, for the chain from (or to) `root`.
   CollectiveCost cost(int root) const;
@@ -55,7 +57,7 @@ class RingChains {
   CollectiveContext context_;
   CollectiveOp op_;
   Protocol protocol_;
-  const calib::ProtocolParams& params_;
+  calib::ProtocolParams params_;  // resolved for the group
   double bytes_per_hop_ = 0;  // per byte of buffer: the buffer split over the channels
   std::vector<Channel> channels_;
   LinkLoadCounter ring_load_;  // every hop of every channel, starting at 0
