@@ -104,6 +104,17 @@ TEST_CASE("protocol factors by group shape are NCCL's refinements", "[profile]")
   CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 8, 1) == Approx(0.92 * 7 / 9));
   CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 4, 4) == Approx(0.92 * 120 / 128));
   CHECK(factor(CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, 4, 4) == 1.0);
+  // LL inside one node reaches at most llMaxBw, 87.7 GB/s of bus bandwidth:
+  // over an H100 ring's 370 GB/s that binds every LL entry; across nodes not.
+  const auto h100 = load_profile("h100");
+  for (const auto& [op, algorithm] : {std::pair{CollectiveOp::all_reduce, Algorithm::ring},
+                                      std::pair{CollectiveOp::all_reduce, Algorithm::tree},
+                                      std::pair{CollectiveOp::all_gather, Algorithm::ring},
+                                      std::pair{CollectiveOp::reduce, Algorithm::ring}}) {
+    const auto* ll = h100.find(op, algorithm, Protocol::ll);
+    CHECK(ll->bandwidth_factor_for(8, 1) == Approx(87.7 / 370).epsilon(1e-5));
+    CHECK(ll->bandwidth_factor_for(16, 2) == ll->bandwidth_factor);
+  }
 }
 
 TEST_CASE("a profile missing a field is refused with its path", "[profile]") {

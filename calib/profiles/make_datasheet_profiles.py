@@ -40,6 +40,13 @@ BANDWIDTH_FACTOR = {"ring": {"ll": 0.25, "ll128": 0.92, "simple": 1.0},
 SINGLE_NODE_RING_LL = 1.0 / 3.0
 SINGLE_NODE_TREE_LL128 = 0.92 * 7 / 9
 ONE_RANK_PER_NODE_RING_LL128 = 0.7
+# The same line caps LL at llMaxBw, 87.7 GB/s of bus bandwidth inside one
+# Ampere or Hopper node (llMaxBws). A ring or tree inside a node is held by
+# each GPU's NVLink, where the profile's rings reach the measured bus bandwidth
+# its NVLink efficiency comes from, so the cap is a factor of 87.7 over that.
+# Across nodes the caps (39 GB/s and less) are far above what LL reaches on
+# the NICs, so they are left out.
+LL_MAX_BUSBW_ONE_NODE_GB = 87.7
 
 
 def protocol_entry(algorithm, protocol, message_overhead_seconds=None, multi_node_step_floor_seconds=None):
@@ -111,23 +118,29 @@ def nvls_algorithms(nvls_busbw, ring_busbw, gpus, source):
     return entries
 
 
-def by_group_shape(entries, single_node_ll):
-    """Ring protocol entries with NCCL's refinements by group shape."""
+def by_group_shape(entries, ll_cap, third_in_one_node):
+    """Ring protocol entries with NCCL's refinements by group shape: LL within
+    one node at busBw/3 (or /4 for all-reduce and reduce) and at most ll_cap."""
     shaped = {**entries, "ll128": {**entries["ll128"],
                                    "one_rank_per_node_bandwidth_factor": ONE_RANK_PER_NODE_RING_LL128}}
-    if single_node_ll:
-        shaped["ll"] = {**entries["ll"], "single_node_bandwidth_factor": round(SINGLE_NODE_RING_LL, 6)}
+    single_node_ll = min(SINGLE_NODE_RING_LL if third_in_one_node else BANDWIDTH_FACTOR["ring"]["ll"], ll_cap)
+    if single_node_ll != BANDWIDTH_FACTOR["ring"]["ll"]:
+        shaped["ll"] = {**entries["ll"], "single_node_bandwidth_factor": round(single_node_ll, 6)}
     return shaped
 
 
-def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
+def collectives(net_post_overhead_seconds, cpu_note, nvlink_busbw_gb, nvls=None):
+    ll_cap = LL_MAX_BUSBW_ONE_NODE_GB / nvlink_busbw_gb
+    shape_note = (f"; single_node and one_rank_per_node factors: its refinements by group shape, LL inside one "
+                  f"node at most llMaxBw {LL_MAX_BUSBW_ONE_NODE_GB} GB/s over this profile's NVLink ring bus "
+                  f"bandwidth {nvlink_busbw_gb} GB/s")
     ring = {"source": (NCCL_TUNING + " (ring row); multi_node_step_floor_seconds: its network post overhead "
                        "(getNetOverhead) for " + cpu_note + ", 3x for Simple")}
     ring.update({p: protocol_entry("ring", p,
                                    multi_node_step_floor_seconds=NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
                  for p in ("ll", "ll128", "simple")})
-    ring_all_reduce = {**by_group_shape(ring, single_node_ll=False),
-                       "source": ring["source"] + "; multi_node_plateau: its plateau effect of ring "
+    ring_all_reduce = {**by_group_shape(ring, ll_cap, third_in_one_node=False),
+                       "source": ring["source"] + shape_note + "; multi_node_plateau: its plateau effect of ring "
                        "(ncclTopoGetAlgoTime), Simple on Ampere and later",
                        "simple": {**ring["simple"], "multi_node_plateau": RING_PLATEAU}}
     chain = {"source": NCCL_TUNING + " (ring row)"}
@@ -136,6 +149,9 @@ def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
     tree.update({p: {**protocol_entry("tree", p), "bandwidth_correction": tree_correction(p)}
                  for p in ("ll", "ll128", "simple")})
     tree["ll128"]["single_node_bandwidth_factor"] = round(SINGLE_NODE_TREE_LL128, 6)
+    if ll_cap < BANDWIDTH_FACTOR["tree"]["ll"]:
+        tree["ll"]["single_node_bandwidth_factor"] = round(ll_cap, 6)
+    tree["source"] += shape_note
     # NCCL's model has no point-to-point entry; its ring model for one step
     # stands in, plus NCCL's network post overhead per message (getNetOverhead).
     direct = {"source": (NCCL_TUNING + ": no point-to-point entry exists, so one ring step (LL, Simple) "
@@ -143,10 +159,10 @@ def collectives(net_post_overhead_seconds, cpu_note, nvls=None):
     direct.update({p: protocol_entry("ring", p, net_post_overhead_seconds) for p in ("ll", "simple")})
     return {
         "all_reduce": {"ring": ring_all_reduce, "tree": tree, **(nvls or {})},
-        "all_gather": {"ring": by_group_shape(ring, single_node_ll=True)},
-        "reduce_scatter": {"ring": by_group_shape(ring, single_node_ll=True)},
-        "broadcast": {"ring": by_group_shape(chain, single_node_ll=True)},
-        "reduce": {"ring": by_group_shape(chain, single_node_ll=False)},
+        "all_gather": {"ring": {**by_group_shape(ring, ll_cap, True), "source": ring["source"] + shape_note}},
+        "reduce_scatter": {"ring": {**by_group_shape(ring, ll_cap, True), "source": ring["source"] + shape_note}},
+        "broadcast": {"ring": {**by_group_shape(chain, ll_cap, True), "source": chain["source"] + shape_note}},
+        "reduce": {"ring": {**by_group_shape(chain, ll_cap, False), "source": chain["source"] + shape_note}},
         "all_to_all": {"direct": direct},
         "send_recv": {"direct": direct},
     }
@@ -176,7 +192,7 @@ PROFILES = {
     "a100": {
         "gpu": "A100-SXM4-80GB",
         "links": {"nvlink": A100_NVLINK, "pcie": A100_PCIE, "network": HDR_NETWORK},
-        "collectives": collectives(2e-6, "AMD CPUs (2 us): DGX A100 has 2x AMD EPYC 7742 (record 38)"),
+        "collectives": collectives(2e-6, "AMD CPUs (2 us): DGX A100 has 2x AMD EPYC 7742 (record 38)", 231.58),
     },
     "a800": {
         "gpu": "A800-SXM4-80GB",
@@ -188,7 +204,8 @@ PROFILES = {
             "network": HDR_NETWORK,
         },
         "collectives": collectives(1e-6, "a CPU that is not AMD (1 us): the A800 cluster's CPU is not "
-                                         "recorded, 1 us is NCCL's default"),
+                                         "recorded, 1 us is NCCL's default",
+                                   round(231.58 / 300.0 * 200.0, 2)),
     },
     "h100": {
         "gpu": "H100-SXM5-80GB",
@@ -199,7 +216,7 @@ PROFILES = {
             "pcie": GEN5_PCIE,
             "network": NDR_NETWORK,
         },
-        "collectives": collectives(1e-6, "Intel CPUs (1 us): DGX H100 has 2x Xeon Platinum 8480C (record 40)",
+        "collectives": collectives(1e-6, "Intel CPUs (1 us): DGX H100 has 2x Xeon Platinum 8480C (record 40)", 370.0,
                                    nvls_algorithms(480.0, 370.0, 8,
                                                    "record 241: NVIDIA (nccl-tests #212), 8x H100 NVLS all_reduce "
                                                    "expected busbw 480 GB/s, with record 240's ring 370 GB/s")),
@@ -213,7 +230,7 @@ PROFILES = {
             "pcie": GEN5_PCIE,
             "network": NDR_NETWORK,
         },
-        "collectives": collectives(1e-6, "a CPU that is not AMD (1 us): NCCL's default",
+        "collectives": collectives(1e-6, "a CPU that is not AMD (1 us): NCCL's default", 367.61,
                                    nvls_algorithms(482.26, 367.61, 8,
                                                    "record 238: 8x H200 all_reduce with NVLS at 16 GiB, busbw "
                                                    "482.26 GB/s, beside record 239's 367.61 GB/s with NVLS off on "
