@@ -5,8 +5,9 @@ Regenerate with:  python3 results/compare_nccl_tests.py [path/to/shardsim]
 
 Reads results/public_nccl_tests.csv (measured bus bandwidths, each with its
 source and its record number in shared/data/public_hardware.json), runs
-`shardsim collective` on the matching cluster preset and group for each
-series, and writes results/nccl_tests_comparison.csv with the simulated
+`shardsim collective` on the matching cluster (a preset, or a file in
+results/nccl_tests_clusters/ for machines no preset describes) and group for
+each series, and writes results/nccl_tests_comparison.csv with the simulated
 bus bandwidth, the ratio simulated / measured and the algorithm the
 simulation chose. Points marked fit_input were used to build the datasheet
 profiles (a link efficiency), so they agree by construction; every other
@@ -25,6 +26,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 def simulate(shardsim, cluster, group, op, algo, sizes):
     """busbw and algorithm per size, from one sweep covering all the sizes."""
+    if (HERE / cluster).is_file():  # a cluster described here rather than a preset
+        cluster = str(HERE / cluster)
     gpus = []
     if ":" in group:  # "all:16": the first 16 GPUs
         group, count = group.split(":")

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 using shardsim::InputError;
@@ -36,6 +37,22 @@ TEST_CASE("every bundled cluster preset loads", "[cluster_spec]") {
     REQUIRE(spec.name == name);
     REQUIRE_FALSE(spec.sources.empty());
   }
+}
+
+TEST_CASE("the cluster files the results compare on load and cite their sources", "[cluster_spec]") {
+  // results/ describes machines no preset does (Selene, Meta's RoCE pods,
+  // the machines of published nccl-tests runs); a cluster file has a fabric.
+  int clusters = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(shardsim::data_directory() + "/results")) {
+    if (entry.path().extension() != ".json") continue;
+    const nlohmann::json document = shardsim::load_json_file(entry.path().string());
+    if (!document.is_object() || !document.contains("fabric")) continue;
+    INFO(entry.path().string());
+    const auto spec = load_cluster_spec(entry.path().string());
+    REQUIRE_FALSE(spec.sources.empty());
+    ++clusters;
+  }
+  REQUIRE(clusters >= 5);  // selene, two Meta pods, p4de, 248 H200 nodes
 }
 
 TEST_CASE("the reference presets hold the published shapes", "[cluster_spec]") {
