@@ -94,11 +94,12 @@ TEST_CASE("protocol factors by group shape are NCCL's refinements", "[profile]")
   for (CollectiveOp op : {CollectiveOp::all_reduce, CollectiveOp::reduce}) {
     CHECK(factor(op, Algorithm::ring, Protocol::ll, 8, 1) == Approx(0.25));
   }
-  // Ring LL128: 0.92, 0.7 below two ranks per node.
+  // Ring LL128: 0.92, 0.7 below two ranks per node on average.
   for (CollectiveOp op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce}) {
     CHECK(factor(op, Algorithm::ring, Protocol::ll128, 8, 1) == Approx(0.92));
     CHECK(factor(op, Algorithm::ring, Protocol::ll128, 16, 2) == Approx(0.92));
     CHECK(factor(op, Algorithm::ring, Protocol::ll128, 4, 4) == Approx(0.7));
+    CHECK(factor(op, Algorithm::ring, Protocol::ll128, 3, 2) == Approx(0.7));  // NCCL's ppn is a ratio: 1.5
   }
   // Tree LL128: 0.92 x 7/9 inside one node, 0.92 x 120/128 across nodes.
   CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 8, 1) == Approx(0.92 * 7 / 9));
