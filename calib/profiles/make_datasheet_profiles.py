@@ -118,11 +118,12 @@ def nvls_algorithms(nvls_busbw, ring_busbw, gpus, source):
     return entries
 
 
-def by_group_shape(entries, ll_cap, third_in_one_node):
+def by_group_shape(entries, ll_cap, third_in_one_node, note):
     """Ring protocol entries with NCCL's refinements by group shape: LL within
-    one node at busBw/3 (or /4 for all-reduce and reduce) and at most ll_cap."""
-    shaped = {**entries, "ll128": {**entries["ll128"],
-                                   "one_rank_per_node_bandwidth_factor": ONE_RANK_PER_NODE_RING_LL128}}
+    one node at busBw/3 (or /4 for all-reduce and reduce) and at most ll_cap;
+    `note` cites them in the source."""
+    shaped = {**entries, "source": entries["source"] + note,
+              "ll128": {**entries["ll128"], "one_rank_per_node_bandwidth_factor": ONE_RANK_PER_NODE_RING_LL128}}
     single_node_ll = min(SINGLE_NODE_RING_LL if third_in_one_node else BANDWIDTH_FACTOR["ring"]["ll"], ll_cap)
     if single_node_ll != BANDWIDTH_FACTOR["ring"]["ll"]:
         shaped["ll"] = {**entries["ll"], "single_node_bandwidth_factor": round(single_node_ll, 6)}
@@ -139,10 +140,11 @@ def collectives(net_post_overhead_seconds, cpu_note, nvlink_busbw_gb, nvls=None)
     ring.update({p: protocol_entry("ring", p,
                                    multi_node_step_floor_seconds=NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
                  for p in ("ll", "ll128", "simple")})
-    ring_all_reduce = {**by_group_shape(ring, ll_cap, third_in_one_node=False),
-                       "source": ring["source"] + shape_note + "; multi_node_plateau: its plateau effect of ring "
-                       "(ncclTopoGetAlgoTime), Simple on Ampere and later",
-                       "simple": {**ring["simple"], "multi_node_plateau": RING_PLATEAU}}
+    ring_all_reduce = by_group_shape(ring, ll_cap, False, shape_note)
+    ring_all_reduce["source"] += ("; multi_node_plateau: its plateau effect of ring (ncclTopoGetAlgoTime), Simple "
+                                  "on Ampere and later")
+    ring_all_reduce["simple"] = {**ring["simple"], "multi_node_plateau": RING_PLATEAU}
+    gather_ring = by_group_shape(ring, ll_cap, True, shape_note)  # all-gather and reduce-scatter
     chain = {"source": NCCL_TUNING + " (ring row)"}
     chain.update({p: protocol_entry("ring", p) for p in ("ll", "ll128", "simple")})
     tree = {"source": NCCL_TUNING + " (tree row); bandwidth_correction: its treeCorrectionFactor"}
@@ -159,10 +161,10 @@ def collectives(net_post_overhead_seconds, cpu_note, nvlink_busbw_gb, nvls=None)
     direct.update({p: protocol_entry("ring", p, net_post_overhead_seconds) for p in ("ll", "simple")})
     return {
         "all_reduce": {"ring": ring_all_reduce, "tree": tree, **(nvls or {})},
-        "all_gather": {"ring": {**by_group_shape(ring, ll_cap, True), "source": ring["source"] + shape_note}},
-        "reduce_scatter": {"ring": {**by_group_shape(ring, ll_cap, True), "source": ring["source"] + shape_note}},
-        "broadcast": {"ring": {**by_group_shape(chain, ll_cap, True), "source": chain["source"] + shape_note}},
-        "reduce": {"ring": {**by_group_shape(chain, ll_cap, False), "source": chain["source"] + shape_note}},
+        "all_gather": {"ring": gather_ring},
+        "reduce_scatter": {"ring": gather_ring},
+        "broadcast": {"ring": by_group_shape(chain, ll_cap, True, shape_note)},
+        "reduce": {"ring": by_group_shape(chain, ll_cap, False, shape_note)},
         "all_to_all": {"direct": direct},
         "send_recv": {"direct": direct},
     }
