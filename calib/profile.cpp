@@ -75,6 +75,12 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
     if (algorithm != Algorithm::ring && algorithm != Algorithm::tree) reader.fail(key, "only rings and trees have it");
     *factor = fraction(reader, key);
   }
+  if (reader.has("channel_cap_bytes_per_second")) {
+    if (algorithm != Algorithm::ring && algorithm != Algorithm::tree) {
+      reader.fail("channel_cap_bytes_per_second", "only rings and trees have it");
+    }
+    params.channel_cap_bytes_per_second = reader.positive_number("channel_cap_bytes_per_second");
+  }
   if (algorithm == Algorithm::direct) {
     params.message_overhead_seconds = reader.non_negative_number("message_overhead_seconds");
   }
@@ -163,10 +169,12 @@ ComputeCalibration parse_compute(JsonObjectReader reader) {
 
 }  // namespace
 
-double ProtocolParams::bandwidth_factor_for(int ranks, int nodes) const {
+double ProtocolParams::bandwidth_factor_for(int ranks, int nodes, double nic_bytes_per_second) const {
   if (nodes <= 1) return single_node_bandwidth_factor.value_or(bandwidth_factor);
-  if (ranks < 2 * nodes) return one_rank_per_node_bandwidth_factor.value_or(bandwidth_factor);
-  return bandwidth_factor;
+  const double factor =
+      ranks < 2 * nodes ? one_rank_per_node_bandwidth_factor.value_or(bandwidth_factor) : bandwidth_factor;
+  if (nodes <= 2 || !channel_cap_bytes_per_second || nic_bytes_per_second <= 0) return factor;
+  return std::min(factor, *channel_cap_bytes_per_second / nic_bytes_per_second);
 }
 
 double DtypeCompute::gemm_efficiency_at(double flops) const {

@@ -14,6 +14,10 @@
 //       one_rank_per_node_bandwidth_factor  factor instead for a group inside one
 //                                         node, and for one with fewer than two
 //                                         ranks per node;
+//       channel_cap_bytes_per_second      rings and trees only, optional: on more
+//                                         than two nodes, the most one channel
+//                                         (one NIC's ring or tree) carries through
+//                                         its NIC, whatever the factor allows;
 //       message_overhead_seconds          direct algorithm only: cost of posting
 //                                         one network message;
 //       multi_node_step_floor_seconds     rings of all-reduce, all-gather and
@@ -93,6 +97,13 @@ struct ProtocolParams {
   // Unset: bandwidth_factor.
   std::optional<double> single_node_bandwidth_factor;
   std::optional<double> one_rank_per_node_bandwidth_factor;
+  // NCCL's per-channel caps (perChMaxRingLL128Bw, perChMaxTreeBw,
+  // perChMaxTreeLL128Bw), which bind where a channel's NIC is fast. NCCL
+  // applies them to nChannels x the network speed of a channel from three
+  // nodes up, its channels there being one per NIC at the NIC's speed, as
+  // the simulator's are (group.h). On one or two nodes NCCL caps the NVLink
+  // side of its channels instead, which the simulator does not model.
+  std::optional<double> channel_cap_bytes_per_second;
   double message_overhead_seconds = 0;
   // NCCL's tuning model: "inter-node rings still have to launch nsteps * net
   // overhead", so a step inside a node costs no less than a network post.
@@ -103,8 +114,11 @@ struct ProtocolParams {
   std::vector<SizeStep> bandwidth_correction;
 
   double hop_latency(LinkKind kind) const { return hop_latency_seconds[static_cast<std::size_t>(kind)]; }
-  // The bandwidth factor of a group of `ranks` GPUs on `nodes` nodes.
-  double bandwidth_factor_for(int ranks, int nodes) const;
+  // The bandwidth factor of a group of `ranks` GPUs on `nodes` nodes whose
+  // channels each cross NICs that carry `nic_bytes_per_second` (nominal times
+  // the network's efficiency): the factor for the group's shape, no more than
+  // the channel cap allows on such a NIC.
+  double bandwidth_factor_for(int ranks, int nodes, double nic_bytes_per_second) const;
 };
 
 struct AlgorithmParams {

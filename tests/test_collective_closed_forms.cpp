@@ -284,6 +284,33 @@ TEST_CASE("a protocol's bandwidth factor follows the group's shape: one node, un
   }
 }
 
+TEST_CASE("beyond two nodes a channel cap below the NIC's speed scales the bytes term by cap / B",
+          "[collectives][closed_form]") {
+  // Every link at B = 25 GB/s, so each channel (one NIC per GPU) could carry
+  // B; capped at 10 GB/s the tree and the ring reach 0.4 B from three nodes
+  // up, and B on two nodes, where NCCL's caps are not the network's.
+  const double s = 64.0 * (1 << 20);
+  const double cap = 10e9;
+  nlohmann::json doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["all_reduce"]["tree"]["simple"]["channel_cap_bytes_per_second"] = cap;
+  doc["collectives"]["all_gather"]["ring"]["simple"]["channel_cap_bytes_per_second"] = cap;
+  const calib::Profile profile = calib::parse_profile(doc, "cap.json");
+  for (int n : {2, 4}) {
+    const World world(test::cluster_spec(test::uniform_nodes_json(n, 1, kB)), profile);
+    const double c = n > 2 ? cap / kB : 1.0;
+    INFO(n << " nodes");
+    // The tree as in "tree all-reduce over 2 (4) nodes" above.
+    const double tree = (n > 2 ? 2 * s : s) / (c * kB) + (n > 2 ? 4 : 2) * kAlpha;
+    const double ring = (n - 1.0) / n * s / (c * kB) + (n - 1) * kAlpha;
+    for (auto seconds : {&World::flow_seconds, &World::analytical_seconds}) {
+      require_close((world.*seconds)(world.all(), CollectiveOp::all_reduce, Algorithm::tree, Protocol::simple, s, 0),
+                    tree);
+      require_close((world.*seconds)(world.all(), CollectiveOp::all_gather, Algorithm::ring, Protocol::simple, s, 0),
+                    ring);
+    }
+  }
+}
+
 TEST_CASE("bandwidth factors by group shape are ring and tree fields, and fractions", "[collectives][profile]") {
   nlohmann::json doc = test::uniform_profile_json(kAlpha);
   doc["collectives"]["all_to_all"]["direct"]["simple"]["single_node_bandwidth_factor"] = 0.5;
@@ -295,6 +322,16 @@ TEST_CASE("bandwidth factors by group shape are ring and tree fields, and fracti
   CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
                     Catch::Contains("reduce.ring.simple.one_rank_per_node_bandwidth_factor") &&
                         Catch::Contains("fraction"));
+  doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["send_recv"]["direct"]["simple"]["channel_cap_bytes_per_second"] = 1e9;
+  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
+                    Catch::Contains("send_recv.direct.simple.channel_cap_bytes_per_second") &&
+                        Catch::Contains("only rings and trees"));
+  doc = test::uniform_profile_json(kAlpha);
+  doc["collectives"]["all_reduce"]["tree"]["simple"]["channel_cap_bytes_per_second"] = 0;
+  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
+                    Catch::Contains("all_reduce.tree.simple.channel_cap_bytes_per_second") &&
+                        Catch::Contains("positive"));
 }
 
 TEST_CASE("all-to-all: (N-1)/N S/B + alpha, plus one message overhead per remote peer", "[collectives][closed_form]") {

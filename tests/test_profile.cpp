@@ -81,10 +81,12 @@ TEST_CASE("profile numbers are the cited public figures", "[profile]") {
 }
 
 TEST_CASE("protocol factors by group shape are NCCL's refinements", "[profile]") {
-  // 8 GPUs on one node, 16 on 2 nodes (8 per node), 4 on 4 nodes (one per node).
+  // 8 GPUs on one node, 16 on 2 nodes (8 per node), 4 on 4 nodes (one per node),
+  // each channel on an HDR NIC as the a100 profile runs it: 25 GB/s x 0.96.
   const auto a100 = load_profile("a100");
+  constexpr double kHdr = 24e9;
   const auto factor = [&](CollectiveOp op, Algorithm algorithm, Protocol protocol, int ranks, int nodes) {
-    return a100.find(op, algorithm, protocol)->bandwidth_factor_for(ranks, nodes);
+    return a100.find(op, algorithm, protocol)->bandwidth_factor_for(ranks, nodes, kHdr);
   };
   // Ring LL: busBw/3 inside one node for all but all-reduce and reduce, /4 otherwise.
   for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::broadcast}) {
@@ -103,7 +105,7 @@ TEST_CASE("protocol factors by group shape are NCCL's refinements", "[profile]")
   }
   // Tree LL128: 0.92 x 7/9 inside one node, 0.92 x 120/128 across nodes.
   CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 8, 1) == Approx(0.92 * 7 / 9));
-  CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 4, 4) == Approx(0.92 * 120 / 128));
+  CHECK(factor(CollectiveOp::all_reduce, Algorithm::tree, Protocol::ll128, 4, 2) == Approx(0.92 * 120 / 128));
   CHECK(factor(CollectiveOp::all_reduce, Algorithm::ring, Protocol::simple, 4, 4) == 1.0);
   // LL inside one node reaches at most llMaxBw, 87.7 GB/s of bus bandwidth:
   // over an H100 ring's 370 GB/s that binds every LL entry; across nodes not.
@@ -113,8 +115,47 @@ TEST_CASE("protocol factors by group shape are NCCL's refinements", "[profile]")
                                       std::pair{CollectiveOp::all_gather, Algorithm::ring},
                                       std::pair{CollectiveOp::reduce, Algorithm::ring}}) {
     const auto* ll = h100.find(op, algorithm, Protocol::ll);
-    CHECK(ll->bandwidth_factor_for(8, 1) == Approx(87.7 / 370).epsilon(1e-5));
-    CHECK(ll->bandwidth_factor_for(16, 2) == ll->bandwidth_factor);
+    CHECK(ll->bandwidth_factor_for(8, 1, 47.5e9) == Approx(87.7 / 370).epsilon(1e-5));
+    CHECK(ll->bandwidth_factor_for(16, 2, 47.5e9) == ll->bandwidth_factor);
+  }
+}
+
+TEST_CASE("beyond two nodes a channel carries no more than NCCL's per-channel caps", "[profile]") {
+  // perChMaxRingLL128Bw, perChMaxTreeBw and perChMaxTreeLL128Bw for more than
+  // two nodes (GB/s): Ampere 20, 17.8, 20; Hopper 36.7, 36.0, 29.0. Tree LL
+  // and LL128 take the tree's cap /3.8 and x120/128 first. A channel is one
+  // NIC: HDR at 24 GB/s on the a100 profile, NDR at 47.5 on the h100's.
+  const auto a100 = load_profile("a100");
+  const auto h100 = load_profile("h100");
+  const auto factor = [](const shardsim::calib::Profile& profile, Algorithm algorithm, Protocol protocol, int ranks, int nodes,
+                         double nic) {
+    return profile.find(CollectiveOp::all_reduce, algorithm, protocol)->bandwidth_factor_for(ranks, nodes, nic);
+  };
+  SECTION("A100 on HDR, 16 nodes of 8") {
+    CHECK(factor(a100, Algorithm::tree, Protocol::simple, 128, 16, 24e9) == Approx(17.8 / 24));
+    CHECK(factor(a100, Algorithm::tree, Protocol::ll, 128, 16, 24e9) == Approx(17.8 / 3.8 / 24));
+    CHECK(factor(a100, Algorithm::tree, Protocol::ll128, 128, 16, 24e9) == Approx(17.8 * 120 / 128 / 24));
+    CHECK(factor(a100, Algorithm::ring, Protocol::ll128, 128, 16, 24e9) == Approx(20.0 / 24));
+    CHECK(factor(a100, Algorithm::ring, Protocol::simple, 128, 16, 24e9) == 1.0);
+    CHECK(factor(a100, Algorithm::ring, Protocol::ll, 128, 16, 24e9) == 0.25);
+    // The same GPUs on two nodes keep the refinements' factors.
+    CHECK(factor(a100, Algorithm::tree, Protocol::simple, 16, 2, 24e9) == Approx(0.92));
+    CHECK(factor(a100, Algorithm::ring, Protocol::ll128, 16, 2, 24e9) == Approx(0.92));
+    for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::broadcast,
+                            CollectiveOp::reduce}) {
+      CHECK(a100.find(op, Algorithm::ring, Protocol::ll128)->bandwidth_factor_for(128, 16, 24e9) == Approx(20.0 / 24));
+    }
+  }
+  SECTION("H100 on NDR: tree LL128's own cap is below the tree's") {
+    CHECK(factor(h100, Algorithm::tree, Protocol::simple, 64, 8, 47.5e9) == Approx(36.0 / 47.5));
+    CHECK(factor(h100, Algorithm::tree, Protocol::ll128, 64, 8, 47.5e9) == Approx(29.0 / 47.5));
+    CHECK(factor(h100, Algorithm::ring, Protocol::ll128, 64, 8, 47.5e9) == Approx(36.7 / 47.5));
+    // One rank per node: LL128's 0.7 is below the cap.
+    CHECK(factor(h100, Algorithm::ring, Protocol::ll128, 8, 8, 47.5e9) == Approx(0.7));
+  }
+  SECTION("a slow NIC is not capped") {
+    CHECK(factor(a100, Algorithm::tree, Protocol::simple, 128, 16, 12e9) == Approx(0.92));
+    CHECK(factor(a100, Algorithm::ring, Protocol::ll128, 128, 16, 12e9) == Approx(0.92));
   }
 }
 

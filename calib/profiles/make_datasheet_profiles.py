@@ -47,6 +47,14 @@ ONE_RANK_PER_NODE_RING_LL128 = 0.7
 # Across nodes the caps (39 GB/s and less) are far above what LL reaches on
 # the NICs, so they are left out.
 LL_MAX_BUSBW_ONE_NODE_GB = 87.7
+# And it caps what one channel carries (perChMaxRingLL128Bws, perChMaxTreeBws,
+# perChMaxTreeLL128Bws), GB/s by GPU generation; the column for more than two
+# nodes, where NCCL's channels are one per NIC at the network's speed, as the
+# simulator's are. Tree LL and LL128 are refined after the tree cap (/3.8,
+# x120/128), so their caps are the tree's scaled so, and no more than LL128's
+# own.
+CHANNEL_CAPS_GB = {"ampere": {"ring_ll128": 20.0, "tree": 17.8, "tree_ll128": 20.0},
+                   "hopper": {"ring_ll128": 36.7, "tree": 36.0, "tree_ll128": 29.0}}
 
 
 def protocol_entry(algorithm, protocol, message_overhead_seconds=None, multi_node_step_floor_seconds=None):
@@ -130,16 +138,19 @@ def by_group_shape(entries, ll_cap, third_in_one_node, note):
     return shaped
 
 
-def collectives(net_post_overhead_seconds, cpu_note, nvlink_busbw_gb, nvls=None):
+def collectives(net_post_overhead_seconds, cpu_note, nvlink_busbw_gb, generation, nvls=None):
     ll_cap = LL_MAX_BUSBW_ONE_NODE_GB / nvlink_busbw_gb
+    caps = CHANNEL_CAPS_GB[generation]
     shape_note = (f"; single_node and one_rank_per_node factors: its refinements by group shape, LL inside one "
                   f"node at most llMaxBw {LL_MAX_BUSBW_ONE_NODE_GB} GB/s over this profile's NVLink ring bus "
-                  f"bandwidth {nvlink_busbw_gb} GB/s")
+                  f"bandwidth {nvlink_busbw_gb} GB/s; channel_cap_bytes_per_second: its per-channel caps for "
+                  f"{generation.capitalize()} beyond two nodes")
     ring = {"source": (NCCL_TUNING + " (ring row); multi_node_step_floor_seconds: its network post overhead "
                        "(getNetOverhead) for " + cpu_note + ", 3x for Simple")}
     ring.update({p: protocol_entry("ring", p,
                                    multi_node_step_floor_seconds=NET_OVERHEAD_STEPS[p] * net_post_overhead_seconds)
                  for p in ("ll", "ll128", "simple")})
+    ring["ll128"]["channel_cap_bytes_per_second"] = round(caps["ring_ll128"] * 1e9)
     ring_all_reduce = by_group_shape(ring, ll_cap, False, shape_note)
     ring_all_reduce["source"] += ("; multi_node_plateau: its plateau effect of ring (ncclTopoGetAlgoTime), Simple "
                                   "on Ampere and later")
@@ -147,10 +158,15 @@ def collectives(net_post_overhead_seconds, cpu_note, nvlink_busbw_gb, nvls=None)
     gather_ring = by_group_shape(ring, ll_cap, True, shape_note)  # all-gather and reduce-scatter
     chain = {"source": NCCL_TUNING + " (ring row)"}
     chain.update({p: protocol_entry("ring", p) for p in ("ll", "ll128", "simple")})
+    chain["ll128"]["channel_cap_bytes_per_second"] = round(caps["ring_ll128"] * 1e9)
     tree = {"source": NCCL_TUNING + " (tree row); bandwidth_correction: its treeCorrectionFactor"}
     tree.update({p: {**protocol_entry("tree", p), "bandwidth_correction": tree_correction(p)}
                  for p in ("ll", "ll128", "simple")})
     tree["ll128"]["single_node_bandwidth_factor"] = round(SINGLE_NODE_TREE_LL128, 6)
+    tree_caps_gb = {"simple": caps["tree"], "ll": caps["tree"] / 3.8,
+                    "ll128": min(caps["tree"] * 120 / 128, caps["tree_ll128"])}
+    for protocol, cap_gb in tree_caps_gb.items():
+        tree[protocol]["channel_cap_bytes_per_second"] = round(cap_gb * 1e9)
     if ll_cap < BANDWIDTH_FACTOR["tree"]["ll"]:
         tree["ll"]["single_node_bandwidth_factor"] = round(ll_cap, 6)
     tree["source"] += shape_note
@@ -194,7 +210,8 @@ PROFILES = {
     "a100": {
         "gpu": "A100-SXM4-80GB",
         "links": {"nvlink": A100_NVLINK, "pcie": A100_PCIE, "network": HDR_NETWORK},
-        "collectives": collectives(2e-6, "AMD CPUs (2 us): DGX A100 has 2x AMD EPYC 7742 (record 38)", 231.58),
+        "collectives": collectives(2e-6, "AMD CPUs (2 us): DGX A100 has 2x AMD EPYC 7742 (record 38)", 231.58,
+                                   "ampere"),
     },
     "a800": {
         "gpu": "A800-SXM4-80GB",
@@ -207,7 +224,7 @@ PROFILES = {
         },
         "collectives": collectives(1e-6, "a CPU that is not AMD (1 us): the A800 cluster's CPU is not "
                                          "recorded, 1 us is NCCL's default",
-                                   round(231.58 / 300.0 * 200.0, 2)),
+                                   round(231.58 / 300.0 * 200.0, 2), "ampere"),
     },
     "h100": {
         "gpu": "H100-SXM5-80GB",
@@ -219,7 +236,7 @@ PROFILES = {
             "network": NDR_NETWORK,
         },
         "collectives": collectives(1e-6, "Intel CPUs (1 us): DGX H100 has 2x Xeon Platinum 8480C (record 40)", 370.0,
-                                   nvls_algorithms(480.0, 370.0, 8,
+                                   "hopper", nvls_algorithms(480.0, 370.0, 8,
                                                    "record 241: NVIDIA (nccl-tests #212), 8x H100 NVLS all_reduce "
                                                    "expected busbw 480 GB/s, with record 240's ring 370 GB/s")),
     },
@@ -233,7 +250,7 @@ PROFILES = {
             "network": NDR_NETWORK,
         },
         "collectives": collectives(1e-6, "a CPU that is not AMD (1 us): NCCL's default", 367.61,
-                                   nvls_algorithms(482.26, 367.61, 8,
+                                   "hopper", nvls_algorithms(482.26, 367.61, 8,
                                                    "record 238: 8x H200 all_reduce with NVLS at 16 GiB, busbw "
                                                    "482.26 GB/s, beside record 239's 367.61 GB/s with NVLS off on "
                                                    "the same machine")),

@@ -152,6 +152,9 @@ int run_report(const ReportOptions& options) {
       if (p.one_rank_per_node_bandwidth_factor) {
         std::printf(" (%.3f under 2 ranks per node)", *p.one_rank_per_node_bandwidth_factor);
       }
+      if (p.channel_cap_bytes_per_second) {
+        std::printf(", at most %.2f GB/s a channel beyond 2 nodes", *p.channel_cap_bytes_per_second / 1e9);
+      }
       if (p.multi_node_step_floor_seconds > 0) {
         std::printf(", step >= %.2f us across nodes", p.multi_node_step_floor_seconds * 1e6);
       }

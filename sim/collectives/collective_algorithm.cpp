@@ -53,10 +53,13 @@ const calib::ProtocolParams& protocol_params(const calib::Profile& profile, Coll
                     "missing: the profile has no parameters for this collective, algorithm and protocol");
 }
 
-calib::ProtocolParams protocol_params(const calib::Profile& profile, CollectiveOp op, Algorithm algorithm,
+calib::ProtocolParams protocol_params(const CollectiveContext& context, CollectiveOp op, Algorithm algorithm,
                                       Protocol protocol, const GroupLayout& group) {
-  calib::ProtocolParams params = protocol_params(profile, op, algorithm, protocol);
-  params.bandwidth_factor = params.bandwidth_factor_for(group.size(), group.node_count());
+  calib::ProtocolParams params = protocol_params(context.profile, op, algorithm, protocol);
+  // Every NIC of a cluster has the node's speed.
+  const double nic_bytes_per_second = context.cluster.spec().node.nic_bits_per_second / 8 *
+                                      context.profile.bandwidth_efficiency(topology::LinkKind::network);
+  params.bandwidth_factor = params.bandwidth_factor_for(group.size(), group.node_count(), nic_bytes_per_second);
   return params;
 }
 

@@ -81,9 +81,10 @@ const CollectiveAlgorithm& collective_algorithm(Algorithm kind);
 const calib::ProtocolParams& protocol_params(const calib::Profile& profile, CollectiveOp op, Algorithm algorithm,
                                              Protocol protocol);
 
-// The same, with bandwidth_factor resolved for `group`'s shape: what a call
-// on that group reaches (calib::ProtocolParams::bandwidth_factor_for).
-calib::ProtocolParams protocol_params(const calib::Profile& profile, CollectiveOp op, Algorithm algorithm,
+// The same, with bandwidth_factor resolved for `group` (the context's, or a
+// sub-group of it) on the context's cluster: what a call on that group reaches
+// (calib::ProtocolParams::bandwidth_factor_for).
+calib::ProtocolParams protocol_params(const CollectiveContext& context, CollectiveOp op, Algorithm algorithm,
                                       Protocol protocol, const GroupLayout& group);
 
 }  // namespace shardsim::sim

@@ -53,7 +53,7 @@ TransferPlan HierarchicalAlgorithm::plan(const CollectiveContext& context, const
   bool first = true;
   for (const auto& phase : phases(context.cluster, context.group)) {
     const calib::ProtocolParams params =
-        protocol_params(context.profile, phase.op, Algorithm::ring, protocol, phase.groups.front());
+        protocol_params(context, phase.op, Algorithm::ring, protocol, phase.groups.front());
     // The first call's launch is the plan's; later calls launch when the previous one ends.
     const TimePs launch = picoseconds_from_seconds(params.base_latency_seconds);
     if (first) plan.launch_latency = launch;
@@ -79,7 +79,7 @@ CollectiveCost HierarchicalAlgorithm::cost(const CollectiveContext& context, con
   CollectiveCost cost;
   for (const auto& phase : phases(context.cluster, context.group)) {
     const calib::ProtocolParams params =
-        protocol_params(context.profile, phase.op, Algorithm::ring, protocol, phase.groups.front());
+        protocol_params(context, phase.op, Algorithm::ring, protocol, phase.groups.front());
     // The rings of a phase run side by side; as in one ring, the last channel
     // to start sets the pace.
     std::vector<RingSchedule> schedules;

@@ -93,7 +93,7 @@ TransferPlan RingAlgorithm::plan(const CollectiveContext& context, const Collect
     return with_ring_chains(context, call.op, protocol, [&](const RingChains& chains) { return chains.plan(call.root); });
   }
   const calib::ProtocolParams params =
-      protocol_params(context.profile, call.op, Algorithm::ring, protocol, context.group);
+      protocol_params(context, call.op, Algorithm::ring, protocol, context.group);
   TransferPlan plan{call.op, Algorithm::ring, protocol, picoseconds_from_seconds(params.base_latency_seconds), {},
                     size_correction(context, params)};
   const RingSchedule schedule = ring_schedule(context.group, call);
@@ -116,7 +116,7 @@ CollectiveCost RingAlgorithm::cost(const CollectiveContext& context, const Colle
     return with_ring_chains(context, call.op, protocol, [&](const RingChains& chains) { return chains.cost(call.root); });
   }
   const calib::ProtocolParams params =
-      protocol_params(context.profile, call.op, Algorithm::ring, protocol, context.group);
+      protocol_params(context, call.op, Algorithm::ring, protocol, context.group);
   const RingSchedule schedule = ring_schedule(context.group, call);
   // Channels advance in lockstep through the links they share: the call ends
   // when the last channel to start has moved its share over the busiest link.

@@ -34,7 +34,7 @@ RingChains::RingChains(const CollectiveContext& context, CollectiveOp op, Protoc
     : context_(context),
       op_(op),
       protocol_(protocol),
-      params_(protocol_params(context.profile, op, Algorithm::ring, protocol, context.group)),
+      params_(protocol_params(context, op, Algorithm::ring, protocol, context.group)),
       ring_load_(context.cluster),
       builder_(context.router, params_) {
   if (!is_chain(op)) {

@@ -89,7 +89,7 @@ std::string TreeAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout
 
 TransferPlan TreeAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const {
   const calib::ProtocolParams params =
-      protocol_params(context.profile, call.op, Algorithm::tree, protocol, context.group);
+      protocol_params(context, call.op, Algorithm::tree, protocol, context.group);
   TransferPlan plan{call.op, Algorithm::tree, protocol, picoseconds_from_seconds(params.base_latency_seconds), {},
                     size_correction(params)};
   if (context.group.size() < 2) return plan;
@@ -111,7 +111,7 @@ TransferPlan TreeAlgorithm::plan(const CollectiveContext& context, const Collect
 CollectiveCost TreeAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
                                    Protocol protocol) const {
   const calib::ProtocolParams params =
-      protocol_params(context.profile, call.op, Algorithm::tree, protocol, context.group);
+      protocol_params(context, call.op, Algorithm::tree, protocol, context.group);
   if (context.group.size() < 2) return {{{AlphaBeta{params.base_latency_seconds, 0}}}, {}};
   const auto transfers = tree_transfers(context);
   const double bytes_per_hop = 1.0 / static_cast<double>(transfers.size());
