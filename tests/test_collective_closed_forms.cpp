@@ -311,27 +311,17 @@ TEST_CASE("beyond two nodes a channel cap below the NIC's speed scales the bytes
   }
 }
 
-TEST_CASE("bandwidth factors by group shape are ring and tree fields, and fractions", "[collectives][profile]") {
-  nlohmann::json doc = test::uniform_profile_json(kAlpha);
-  doc["collectives"]["all_to_all"]["direct"]["simple"]["single_node_bandwidth_factor"] = 0.5;
-  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
-                    Catch::Contains("all_to_all.direct.simple.single_node_bandwidth_factor") &&
-                        Catch::Contains("only rings and trees"));
-  doc = test::uniform_profile_json(kAlpha);
-  doc["collectives"]["reduce"]["ring"]["simple"]["one_rank_per_node_bandwidth_factor"] = 1.5;
-  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
-                    Catch::Contains("reduce.ring.simple.one_rank_per_node_bandwidth_factor") &&
-                        Catch::Contains("fraction"));
-  doc = test::uniform_profile_json(kAlpha);
-  doc["collectives"]["send_recv"]["direct"]["simple"]["channel_cap_bytes_per_second"] = 1e9;
-  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
-                    Catch::Contains("send_recv.direct.simple.channel_cap_bytes_per_second") &&
-                        Catch::Contains("only rings and trees"));
-  doc = test::uniform_profile_json(kAlpha);
-  doc["collectives"]["all_reduce"]["tree"]["simple"]["channel_cap_bytes_per_second"] = 0;
-  CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
-                    Catch::Contains("all_reduce.tree.simple.channel_cap_bytes_per_second") &&
-                        Catch::Contains("positive"));
+TEST_CASE("shape factors and channel caps are ring and tree fields, in range", "[collectives][profile]") {
+  const auto refused = [](const char* op, const char* algorithm, const char* field, double value, const char* why) {
+    nlohmann::json doc = test::uniform_profile_json(kAlpha);
+    doc["collectives"][op][algorithm]["simple"][field] = value;
+    CHECK_THROWS_WITH(calib::parse_profile(doc, "p.json"),
+                      Catch::Contains(std::string(op) + "." + algorithm + ".simple." + field) && Catch::Contains(why));
+  };
+  refused("all_to_all", "direct", "single_node_bandwidth_factor", 0.5, "only rings and trees");
+  refused("reduce", "ring", "one_rank_per_node_bandwidth_factor", 1.5, "fraction");
+  refused("send_recv", "direct", "channel_cap_bytes_per_second", 1e9, "only rings and trees");
+  refused("all_reduce", "tree", "channel_cap_bytes_per_second", 0, "positive");
 }
 
 TEST_CASE("all-to-all: (N-1)/N S/B + alpha, plus one message overhead per remote peer", "[collectives][closed_form]") {
