@@ -68,17 +68,17 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
   }
   hops.finish();
   params.bandwidth_factor = fraction(reader, "bandwidth_factor");
+  const auto has_ring_or_tree_field = [&](const char* key) {
+    if (!reader.has(key)) return false;
+    if (algorithm != Algorithm::ring && algorithm != Algorithm::tree) reader.fail(key, "only rings and trees have it");
+    return true;
+  };
   for (auto [key, factor] :
        {std::pair{"single_node_bandwidth_factor", &params.single_node_bandwidth_factor},
         std::pair{"one_rank_per_node_bandwidth_factor", &params.one_rank_per_node_bandwidth_factor}}) {
-    if (!reader.has(key)) continue;
-    if (algorithm != Algorithm::ring && algorithm != Algorithm::tree) reader.fail(key, "only rings and trees have it");
-    *factor = fraction(reader, key);
+    if (has_ring_or_tree_field(key)) *factor = fraction(reader, key);
   }
-  if (reader.has("channel_cap_bytes_per_second")) {
-    if (algorithm != Algorithm::ring && algorithm != Algorithm::tree) {
-      reader.fail("channel_cap_bytes_per_second", "only rings and trees have it");
-    }
+  if (has_ring_or_tree_field("channel_cap_bytes_per_second")) {
     params.channel_cap_bytes_per_second = reader.positive_number("channel_cap_bytes_per_second");
   }
   if (algorithm == Algorithm::direct) {
@@ -173,8 +173,8 @@ double ProtocolParams::bandwidth_factor_for(int ranks, int nodes, double nic_byt
   if (nodes <= 1) return single_node_bandwidth_factor.value_or(bandwidth_factor);
   const double factor =
       ranks < 2 * nodes ? one_rank_per_node_bandwidth_factor.value_or(bandwidth_factor) : bandwidth_factor;
-  if (nodes <= 2 || !channel_cap_bytes_per_second || nic_bytes_per_second <= 0) return factor;
-  return std::min(factor, *channel_cap_bytes_per_second / nic_bytes_per_second);
+  if (nodes <= 2 || !channel_cap_bytes_per_second) return factor;
+  return std::min(factor, *channel_cap_bytes_per_second / nic_bytes_per_second);  // no NIC: inf, no cap
 }
 
 double DtypeCompute::gemm_efficiency_at(double flops) const {

@@ -1,5 +1,6 @@
 #include "sim/collectives/collective_algorithm.h"
 
+#include "sim/collectives/cost_model.h"
 #include "sim/collectives/direct.h"
 #include "sim/collectives/hierarchical.h"
 #include "sim/collectives/nvls.h"
@@ -56,9 +57,8 @@ const calib::ProtocolParams& protocol_params(const calib::Profile& profile, Coll
 calib::ProtocolParams protocol_params(const CollectiveContext& context, CollectiveOp op, Algorithm algorithm,
                                       Protocol protocol, const GroupLayout& group) {
   calib::ProtocolParams params = protocol_params(context.profile, op, algorithm, protocol);
-  // Every NIC of a cluster has the node's speed.
-  const double nic_bytes_per_second = context.cluster.spec().node.nic_bits_per_second / 8 *
-                                      context.profile.bandwidth_efficiency(topology::LinkKind::network);
+  // Every NIC of a cluster has the node's speed; at factor 1, what the profile's network reaches on it.
+  const double nic_bytes_per_second = effective_speeds(context.cluster, context.profile, 1.0).nic;
   params.bandwidth_factor = params.bandwidth_factor_for(group.size(), group.node_count(), nic_bytes_per_second);
   return params;
 }
