@@ -37,6 +37,7 @@ struct PlanRun {
   std::shared_ptr<const TransferPlan> plan;
   double buffer_bytes;
   double wire_scale;  // plan->size_correction.wire_scale(buffer_bytes)
+  double size_bandwidth_factor;  // plan->size_correction.bandwidth_factor(buffer_bytes)
   std::function<void()> on_done;
   std::size_t phase = 0;
   std::size_t outstanding = 0;
@@ -54,12 +55,15 @@ struct PlanRun {
     network.reserve(current.transfers.size());
     for (const Transfer& transfer : current.transfers) {
       const TimePs latency = plan->size_correction.latency(transfer.latency, buffer_bytes);
-      network.start(transfer.links, transfer.bytes_per_hop * wire_scale, latency, [this] {
-        if (--outstanding == 0) {
-          ++phase;
-          start_phase();
-        }
-      });
+      network.start(
+          transfer.links, transfer.bytes_per_hop * wire_scale, latency,
+          [this] {
+            if (--outstanding == 0) {
+              ++phase;
+              start_phase();
+            }
+          },
+          transfer.payload_fraction * size_bandwidth_factor);
     }
   }
 };
@@ -70,8 +74,9 @@ void run_transfer_plan(EventEngine& engine, FlowNetwork& network, std::shared_pt
                        double buffer_bytes, std::function<void()> on_done) {
   if (!(buffer_bytes >= 0)) throw std::invalid_argument("negative buffer size");
   const double wire_scale = plan->size_correction.wire_scale(buffer_bytes);
-  auto run = std::make_shared<PlanRun>(
-      PlanRun{network, std::move(plan), buffer_bytes, wire_scale, std::move(on_done), 0, 0, nullptr});
+  const double size_bandwidth_factor = plan->size_correction.bandwidth_factor(buffer_bytes);
+  auto run = std::make_shared<PlanRun>(PlanRun{network, std::move(plan), buffer_bytes, wire_scale,
+                                               size_bandwidth_factor, std::move(on_done), 0, 0, nullptr});
   run->self = run;
   PlanRun* raw = run.get();
   engine.schedule_after(raw->plan->size_correction.latency(raw->plan->launch_latency, buffer_bytes),

@@ -46,7 +46,7 @@ void run_transfer_plan(EventEngine& engine, FlowNetwork& network, std::shared_pt
 
 struct CollectiveRun {
   TimePs duration = 0;
-  std::vector<double> link_bytes;  // per LinkId, when asked for
+  std::vector<double> link_bytes;  // payload bytes per LinkId, when asked for
   std::uint64_t events = 0;
   std::uint64_t recomputations = 0;
 };

@@ -28,8 +28,12 @@ FlowNetwork::FlowNetwork(EventEngine& engine, std::vector<double> capacity_bytes
   link_visit_mark_.assign(capacity_.size(), 0);
 }
 
-FlowId FlowNetwork::start(std::span<const LinkUse> usage, double bytes, TimePs latency, Completion on_complete) {
+FlowId FlowNetwork::start(std::span<const LinkUse> usage, double bytes, TimePs latency, Completion on_complete,
+                          double payload_fraction) {
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw std::invalid_argument("flow of " + std::to_string(bytes) + " bytes");
+  if (!(payload_fraction > 0 && payload_fraction <= 1)) {
+    throw std::invalid_argument("flow with payload fraction " + std::to_string(payload_fraction) + ", not in (0, 1]");
+  }
   if (latency < 0) throw std::invalid_argument("flow with negative latency");
   for (const LinkUse& use : usage) {
     if (use.link < 0 || static_cast<std::size_t>(use.link) >= capacity_.size()) {
@@ -62,6 +66,7 @@ FlowId FlowNetwork::start(std::span<const LinkUse> usage, double bytes, TimePs l
   }
   links.resize(kept);
   flow.bytes = bytes;
+  flow.payload_fraction = payload_fraction;
   flow.remaining = bytes;
   flow.rate = 0;
   flow.last_update = 0;
@@ -267,7 +272,8 @@ void FlowNetwork::complete_due_flows() {
   detach_finished(freed_links);
   for (FlowId f : done) {
     Flow& flow = flows_[f];
-    for (const LinkUse& use : flow.usage) finished_link_bytes_[static_cast<std::size_t>(use.link)] += use.weight * flow.bytes;
+    const double payload = flow.bytes * flow.payload_fraction;
+    for (const LinkUse& use : flow.usage) finished_link_bytes_[static_cast<std::size_t>(use.link)] += use.weight * payload;
     flow.usage.clear();
   }
   for (FlowId f : done) {
@@ -291,7 +297,8 @@ std::vector<double> FlowNetwork::link_bytes() const {
     if (flow.state == State::active) {
       moved += std::min(flow.remaining, flow.rate * seconds_from_picoseconds(now - flow.last_update));
     }
-    for (const LinkUse& use : flow.usage) bytes[static_cast<std::size_t>(use.link)] += use.weight * moved;
+    const double payload = moved * flow.payload_fraction;
+    for (const LinkUse& use : flow.usage) bytes[static_cast<std::size_t>(use.link)] += use.weight * payload;
   }
   return bytes;
 }

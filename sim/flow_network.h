@@ -43,14 +43,20 @@ class FlowNetwork {
   }
 
   // Entries of `usage` naming the same link are merged. The id names the
-  // flow until its completion callback has returned.
-  FlowId start(std::span<const LinkUse> usage, double bytes, TimePs latency, Completion on_complete);
+  // flow until its completion callback has returned. `payload_fraction` is
+  // the share of the weighted bytes that is data: a caller that models a
+  // slower protocol as extra link weight passes the inverse of that weight,
+  // so that link_bytes() counts what the flow carries, not how long it held
+  // the links.
+  FlowId start(std::span<const LinkUse> usage, double bytes, TimePs latency, Completion on_complete,
+               double payload_fraction = 1.0);
 
   // Current rate in bytes per second (0 while waiting out its latency).
   double rate(FlowId flow) const;
-  // Bytes that have crossed each link so far (indexed by LinkId), running
-  // flows included: finished flows' bytes as tallied when they ended, plus
-  // the unfinished flows' progress.
+  // Payload bytes that have crossed each link so far (indexed by LinkId),
+  // running flows included: finished flows' bytes as tallied when they
+  // ended, plus the unfinished flows' progress; each weighted by its link
+  // weight and its payload fraction.
   std::vector<double> link_bytes() const;
   double link_capacity(LinkId link) const { return capacity_[static_cast<std::size_t>(link)]; }
   std::size_t link_count() const { return capacity_.size(); }
@@ -66,6 +72,7 @@ class FlowNetwork {
   struct Flow {
     std::vector<LinkUse> usage;  // emptied, its capacity kept, when the flow ends
     double bytes = 0;
+    double payload_fraction = 1;
     double remaining = 0;
     double rate = 0;
     TimePs last_update = 0;

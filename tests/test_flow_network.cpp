@@ -74,6 +74,27 @@ TEST_CASE("a flow crossing a link with weight 2 moves at half the link rate", "[
   REQUIRE(done == 2 * kMs);
 }
 
+TEST_CASE("a payload fraction counts data on the links without changing the time", "[flow_network]") {
+  // A protocol at 0.8 of its links: a link's weight is its bytes per byte
+  // over 0.8, and link 1 is crossed twice. 1e6 B take 2.5 ms at link 1's
+  // 1e9 / 2.5 B/s, and link 1 carried 2e6 B of data, not 2.5e6.
+  EventEngine engine;
+  FlowNetwork network(engine, {1e9, 1e9});
+  TimePs done = -1;
+  network.start(Links{{0, 1.25}, {1, 2.5}}, 1e6, 0, [&] { done = engine.now(); }, 0.8);
+  engine.run_until(kMs + kMs / 4);  // half way: link 1 holds the rate to 1e9 / 2.5
+  REQUIRE(network.link_bytes()[0] == Approx(0.5e6));
+  REQUIRE(network.link_bytes()[1] == Approx(1e6));
+  engine.run();
+  REQUIRE(done == 2 * kMs + kMs / 2);
+  REQUIRE(network.link_bytes()[0] == Approx(1e6));
+  REQUIRE(network.link_bytes()[1] == Approx(2e6));
+  for (double fraction : {0.0, -0.5, 1.5}) {
+    REQUIRE_THROWS_WITH(network.start(Links{{0, 1.0}}, 1e6, 0, nullptr, fraction),
+                        Catch::Contains("payload fraction") && Catch::Contains("not in (0, 1]"));
+  }
+}
+
 TEST_CASE("duplicate link entries are merged into one weight", "[flow_network]") {
   EventEngine engine;
   FlowNetwork network(engine, {1e9});

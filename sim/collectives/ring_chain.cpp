@@ -122,6 +122,7 @@ TransferPlan RingChains::plan(int root) const {
     transfer.links = links_without(routed[c].ring.links, left.links);
     transfer.bytes_per_hop = bytes_per_hop_;
     transfer.latency = routed[c].latency_sum - routed[c].hop_latencies[out];
+    transfer.payload_fraction = routed[c].ring.payload_fraction;
     phase.transfers.push_back(std::move(transfer));
   }
   plan.phases.push_back(std::move(phase));

@@ -47,7 +47,17 @@ Transfer TransferBuilder::take(double bytes_per_hop, TimePs latency) {
   touched_.clear();
   transfer.bytes_per_hop = bytes_per_hop;
   transfer.latency = latency;
+  transfer.payload_fraction = protocol_.bandwidth_factor;
   return transfer;
+}
+
+void TransferPlan::add_link_bytes(double buffer_bytes, double calls, std::vector<double>& link_bytes) const {
+  for (const Phase& phase : phases) {
+    for (const Transfer& transfer : phase.transfers) {
+      const double payload = transfer.bytes_per_hop * transfer.payload_fraction * buffer_bytes * calls;
+      for (const LinkUse& use : transfer.links) link_bytes[static_cast<std::size_t>(use.link)] += use.weight * payload;
+    }
+  }
 }
 
 }  // namespace shardsim::sim

@@ -35,6 +35,10 @@ struct Transfer {
   std::vector<LinkUse> links;  // link bytes per byte moved by one hop, sorted by link
   double bytes_per_hop = 0;    // per byte of the collective's buffer
   TimePs latency = 0;          // before the first byte moves
+  // Payload per weighted link byte: the protocol's bandwidth factor, which
+  // the weights hold each link 1/factor as long for (TransferBuilder). Bytes
+  // reported as crossing a link are weight x bytes x this.
+  double payload_fraction = 1;
 };
 
 struct Phase {
@@ -50,6 +54,11 @@ struct TransferPlan {
   // Applied when the plan runs on a buffer of known size: weights scaled by
   // wire_scale(bytes), the launch and every transfer's latency corrected.
   SizeCorrection size_correction;
+
+  // Payload bytes that one call on `buffer_bytes` puts on each link, added
+  // into `link_bytes` (indexed by LinkId) `calls` times over. What the flow
+  // network tallies for the plan when nothing slows it down.
+  void add_link_bytes(double buffer_bytes, double calls, std::vector<double>& link_bytes) const;
 };
 
 // Builds one Transfer: routes each hop, accumulates its links, and reports

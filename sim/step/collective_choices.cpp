@@ -45,7 +45,9 @@ double CollectiveChoices::Group::spine_bytes_per_byte(const AlgorithmCandidate& 
     for (const Phase& phase : routed->phases) {
       for (const Transfer& transfer : phase.transfers) {
         for (const LinkUse& use : transfer.links) {
-          if (owner_->cluster_.is_leaf_uplink(use.link)) bytes += use.weight * transfer.bytes_per_hop;
+          if (owner_->cluster_.is_leaf_uplink(use.link)) {
+            bytes += use.weight * transfer.bytes_per_hop * transfer.payload_fraction;
+          }
         }
       }
     }

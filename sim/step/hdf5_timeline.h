@@ -13,7 +13,8 @@
 //            otherwise);
 //   /memory  per recorded rank, its memory after every allocation or free:
 //            rank, time_seconds, category, delta_bytes, total_bytes;
-//   /links   per link (flow mode): link, kind, bytes, capacity_bytes_per_second,
+//   /links   per link (flow mode): link, kind, bytes (data that crossed it,
+//            whatever protocol carried it), capacity_bytes_per_second,
 //            utilisation (bytes / (capacity x step time)).
 // The root group carries the run's summary as attributes: summary_json
 // (the `shardsim run --json` object), step_seconds, schema ("shardsim-timeline-1").

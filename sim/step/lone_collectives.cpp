@@ -115,16 +115,7 @@ LoneCollectives::Alone& LoneCollectives::alone(const std::shared_ptr<const Trans
 }
 
 void LoneCollectives::add_link_bytes(std::vector<double>& link_bytes) const {
-  for (const auto& [key, call] : alone_) {
-    const double bytes = call.plan->size_correction.wire_scale(key.second) * static_cast<double>(call.calls);
-    for (const Phase& phase : call.plan->phases) {
-      for (const Transfer& transfer : phase.transfers) {
-        for (const LinkUse& use : transfer.links) {
-          link_bytes[static_cast<std::size_t>(use.link)] += use.weight * transfer.bytes_per_hop * bytes;
-        }
-      }
-    }
-  }
+  for (const auto& [key, call] : alone_) call.plan->add_link_bytes(key.second, static_cast<double>(call.calls), link_bytes);
 }
 
 }  // namespace shardsim::sim

@@ -89,10 +89,10 @@ struct StepTimeline {
   TimePs step_time = 0;
   std::vector<MemoryPeak> peak_memory;     // per rank
   std::optional<OutOfMemory> out_of_memory;
-  std::vector<double> link_bytes;  // per LinkId (flow mode)
+  std::vector<double> link_bytes;  // payload bytes per LinkId (flow mode), whatever the protocol
   std::uint64_t events = 0;
   std::uint64_t collectives = 0;   // collective calls (one per group instance)
-  double spine_bytes = 0;          // bytes that crossed from a leaf up to the spines
+  double spine_bytes = 0;          // payload bytes that crossed from a leaf up to the spines
 };
 
 struct StepSimulationOptions {
