@@ -183,6 +183,14 @@ TEST_CASE("a profile missing a field exits with 2 naming the field", "[cli][erro
   const Result r = run(scratch, "collective --cluster dgx-a100-2node --profile " + file + " --algo tree");
   REQUIRE(r.exit_code == 2);
   REQUIRE_THAT(r.err, Catch::Contains(file + ": collectives.all_reduce.tree: missing"));
+  // With no algorithm pinned: a training step needs a collective the profile has no algorithm for.
+  profile["collectives"].erase("reduce_scatter");
+  const std::string none = scratch.write("no-reduce-scatter.json", profile.dump());
+  const Result step = run(scratch, "run --cluster dgx-a100-2node --model llama-7b --plan zero3 --profile " + none);
+  REQUIRE(step.exit_code == 2);
+  REQUIRE_THAT(step.err, Catch::Contains(none + ": collectives.reduce_scatter: missing: the profile lists none of the "
+                                                "algorithms that run this collective on a group of 16 ranks (ring)"));
+  REQUIRE(step.out.empty());
 }
 
 TEST_CASE("memory answers as a table or as one JSON object", "[cli][memory]") {

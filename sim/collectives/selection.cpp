@@ -41,9 +41,11 @@ AlgorithmChooser::AlgorithmChooser(const CollectiveContext& context, const Colle
     const std::string reason = collective_algorithm(*algorithm).unsupported_reason(call.op, context.group);
     if (!reason.empty()) throw std::invalid_argument(reason);
   }
+  std::string runnable;  // for the message when the profile lists none of them
   for (Algorithm a : algorithm ? std::vector<Algorithm>{*algorithm} : nccl_candidates(call.op)) {
     const auto& implementation = collective_algorithm(a);
     if (!implementation.unsupported_reason(call.op, context.group).empty()) continue;
+    runnable += (runnable.empty() ? "" : ", ") + std::string(workloads::to_string(a));
     const std::vector<Protocol> protocols =
         protocol ? std::vector<Protocol>{*protocol} : listed_protocols(context.profile, call.op, a);
     if (algorithm && protocols.empty()) {
@@ -60,7 +62,10 @@ AlgorithmChooser::AlgorithmChooser(const CollectiveContext& context, const Colle
     for (Protocol p : protocols) candidates_.push_back({a, p, implementation.cost(context, call, p)});
   }
   if (candidates_.empty()) {
-    throw std::invalid_argument("the profile lists no algorithm that runs " + std::string(workloads::to_string(call.op)));
+    throw_input_error(context.profile.file, "collectives." + std::string(workloads::to_string(call.op)),
+                      "missing: the profile lists none of the algorithms that run this collective on a group of " +
+                          std::to_string(context.group.size()) + " ranks" +
+                          (runnable.empty() ? std::string() : " (" + runnable + ")"));
   }
 }
 
