@@ -59,6 +59,24 @@ bool parse_double(const std::string& token, double& value) {
   return end != token.c_str() && *end == '\0' && std::isfinite(value);
 }
 
+// nccl-tests numbers its ranks from 0; NCCL's communicators stay far below this.
+constexpr long long kMaxRanks = 1 << 24;
+
+// A rank index as a log or a -J file gives it; throws naming `where`.
+int rank_index(long long rank, const std::string& where) {
+  if (rank < 0 || rank >= kMaxRanks) {
+    throw InputError(where + ": rank " + std::to_string(rank) + " is not a rank from 0 to " + std::to_string(kMaxRanks - 1));
+  }
+  return static_cast<int>(rank);
+}
+
+// `body[key]` when present, else 0; anything but a number is refused.
+double optional_number(const json& body, const char* key, const std::string& where) {
+  if (!body.contains(key)) return 0;
+  if (!body[key].is_number()) throw InputError(where + "." + key + ": must be a number, got " + body[key].dump());
+  return body[key].get<double>();
+}
+
 // The shape and the rows, as both formats give them.
 struct Row {
   double bytes = 0;
@@ -141,7 +159,8 @@ Measurements parse_nccl_tests_text(const std::string& text, const std::string& f
     std::smatch match;
     const std::string where = file + ":" + std::to_string(number);
     if (std::regex_search(line, match, rank_line)) {
-      ranks = std::max(ranks, std::stoi(match[1]) + 1);
+      const std::string digits = match[1];
+      ranks = std::max(ranks, rank_index(digits.size() > 9 ? kMaxRanks : std::stoll(digits), where) + 1);
       hosts.insert(match[2]);
       if (device.empty()) device = match[3];
       continue;
@@ -208,7 +227,8 @@ Measurements parse_nccl_tests_json(const std::string& text, const std::string& f
   json document;
   try {
     document = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // A syntax error, or a number beyond a double (1e999).
     throw InputError(file + ": not valid JSON (a truncated -J file?): " + e.what());
   }
   if (!document.is_object()) throw InputError(file + ": the top level must be an object");
@@ -233,7 +253,7 @@ Measurements parse_nccl_tests_json(const std::string& text, const std::string& f
       if (!device.contains("rank") || !device["rank"].is_number_integer()) {
         throw InputError(file + ": config.devices: an entry without an integer rank");
       }
-      ranks = std::max(ranks, device["rank"].get<int>() + 1);
+      ranks = std::max(ranks, rank_index(device["rank"].get<long long>(), file + ": config.devices") + 1);
       if (device.contains("hostname") && device["hostname"].is_string()) hosts.insert(device["hostname"].get<std::string>());
       if (device_name.empty() && device.contains("device_info") && device["device_info"].is_string()) {
         device_name = device["device_info"].get<std::string>();
@@ -258,6 +278,9 @@ Measurements parse_nccl_tests_json(const std::string& text, const std::string& f
       const char* time_key = body.contains("time") ? "time" : "cpu_time";
       Row row;
       row.bytes = result["size"].get<double>();
+      if (result.contains("type") && !result["type"].is_string()) {
+        throw InputError(where + ".type: must be a string, got " + result["type"].dump());
+      }
       row.type = result.value("type", std::string("unknown"));
       row.in_place = std::string(side) == "in_place";
       row.where = where + "." + side;
@@ -265,8 +288,8 @@ Measurements parse_nccl_tests_json(const std::string& text, const std::string& f
         throw InputError(row.where + ".time: missing or not a positive number");
       }
       row.seconds = body[time_key].get<double>() * 1e-6;
-      row.algbw = body.value("alg_bw", 0.0);
-      row.busbw = body.value("bus_bw", 0.0);
+      row.algbw = optional_number(body, "alg_bw", row.where);
+      row.busbw = optional_number(body, "bus_bw", row.where);
       if (body.contains("nwrong") && body["nwrong"].is_number()) row.wrong = body["nwrong"].get<double>();
       rows.push_back(row);
     }

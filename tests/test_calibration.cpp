@@ -92,6 +92,14 @@ TEST_CASE("the line fit recovers alpha and beta from noisy points within 1%", "[
   CHECK(fit.worst_relative_error < 0.05);
 
   REQUIRE_THROWS_AS(calib::fit_line({{1024, 1e-3}, {1024, 2e-3}}), std::invalid_argument);
+
+  // R^2 and the relative errors do not depend on the unit of time, even
+  // where squares of seconds no longer fit in a double.
+  std::vector<calib::LinePoint> huge = points;
+  for (auto& p : huge) p.seconds *= 1e300;
+  const calib::LineFit far = calib::fit_line(huge);
+  CHECK(far.r_squared == Approx(fit.r_squared).epsilon(1e-9));
+  CHECK(far.worst_relative_error == Approx(fit.worst_relative_error).epsilon(1e-9));
 }
 
 TEST_CASE("the fit recovers a GEMM efficiency curve and keeps the nominal peak", "[calib]") {
@@ -229,6 +237,27 @@ TEST_CASE("bad nccl-tests logs are refused with the reason", "[calib]") {
     calib::NcclTestsImportOptions options;
     options.op = CollectiveOp::all_gather;
     REQUIRE_THROWS_WITH(calib::parse_nccl_tests_text(text, "mystery.log", options), Catch::Contains("bus factor"));
+  }
+  SECTION("fields of the wrong type or out of range name the file and the field") {
+    const std::string log = read_text(sample("all_reduce_8gpu.log"));
+    std::string huge_rank = log;
+    huge_rank.replace(huge_rank.find("#  Rank  1 "), 11, "#  Rank  99999999999999999999 ");
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_text(huge_rank, "ranks.log"),
+                        Catch::StartsWith("ranks.log:7: rank") && Catch::Contains("is not a rank from 0 to"));
+    const std::string json = read_text(sample("all_gather_16gpu_2node.json"));
+    const auto with = [&](const std::string& from, const std::string& to) {
+      std::string text = json;
+      text.replace(text.find(from), from.size(), to);
+      return text;
+    };
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"alg_bw\": 0.025567", "\"alg_bw\": \"fast\""), "j.json"),
+                        "j.json: results[0].out_of_place.alg_bw: must be a number, got \"fast\"");
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"type\": \"float\"", "\"type\": 4"), "j.json"),
+                        "j.json: results[0].type: must be a string, got 4");
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"rank\": 3,", "\"rank\": -3,"), "j.json"),
+                        Catch::StartsWith("j.json: config.devices: rank -3 is not a rank"));
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"size\": 1024", "\"size\": 1e999"), "j.json"),
+                        Catch::StartsWith("j.json: not valid JSON") && Catch::Contains("number overflow"));
   }
 }
 

@@ -25,6 +25,9 @@ TEST_CASE("a token budget takes whole steps of the global batch", "[capacity]") 
   CHECK_THROWS_AS(sim::steps_for_tokens(-1, 4194304), std::invalid_argument);
   CHECK_THROWS_AS(sim::steps_for_tokens(std::numeric_limits<double>::infinity(), 4194304), std::invalid_argument);
   CHECK_THROWS_AS(sim::steps_for_tokens(1e9, 0), std::invalid_argument);
+  // More steps than an int64_t holds is refused, not wrapped around.
+  CHECK(sim::steps_for_tokens(0x1p61, 1) == std::int64_t{1} << 61);
+  CHECK_THROWS_WITH(sim::steps_for_tokens(1e44, 4194304), Catch::Contains("more steps than shardsim counts"));
 }
 
 TEST_CASE("each count's row is the search's fastest plan, priced on the budget", "[capacity]") {

@@ -126,7 +126,12 @@ TEST_CASE("malformed JSON and missing files are input errors naming the file", "
     std::ofstream out(path);
     out << "{\"name\": \"broken\", \"nodes\": 2,";
   }
-  REQUIRE_THROWS_WITH(load_cluster_spec(path), Catch::StartsWith(path + ": malformed JSON"));
+  REQUIRE_THROWS_WITH(load_cluster_spec(path), Catch::StartsWith(path + ": malformed JSON: parse error at line 1"));
+  {
+    std::ofstream out(path);
+    out << "{\"name\": \"broken\", \"nodes\": 1e999}";
+  }
+  REQUIRE_THROWS_WITH(load_cluster_spec(path), path + ": malformed JSON: number overflow parsing '1e999'");
   std::remove(path.c_str());
   REQUIRE_THROWS_WITH(load_cluster_spec("no-such-cluster"), Catch::Contains("no such cluster file or preset"));
 }

@@ -18,11 +18,12 @@ nlohmann::json load_json_file(const std::string& file) {
   if (!in) throw_input_error(file, "", "cannot open file");
   try {
     return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's message carries the line and column of the fault.
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error (its message carries the line and column) or a number
+    // beyond a double (1e999); the message without nlohmann's exception id.
     std::string what = e.what();
-    const auto pos = what.find("parse error");
-    throw_input_error(file, "", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+    const auto pos = what.find("] ");
+    throw_input_error(file, "", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
   }
 }
 

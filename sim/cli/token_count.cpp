@@ -29,7 +29,11 @@ double parse_token_count(const std::string& option, const std::string& text) {
     throw bad;
   }
   value *= multiplier;
-  if (!(value >= 1) || !std::isfinite(value)) throw bad;
+  // Steps are counted in 64 bits: 1e18 tokens is 1e18 steps at one token a
+  // step, and tens of thousands of times any public training run.
+  if (!(value >= 1) || !(value <= 1e18)) {
+    throw std::invalid_argument(option + ": '" + text + "' is not a token count from 1 to 1e18 (examples: 300B, 1.4T, 2e12)");
+  }
   return value;
 }
 
