@@ -61,6 +61,9 @@ TEST_CASE("preset parameter counts are the published ones", "[model]") {
 
 TEST_CASE("a transformers LLaMA config imports to the same model", "[model][hf]") {
   const ModelSpec model = parse_hf_config(kLlama7bConfig, "llama-7b/config.json");
+  REQUIRE(model.name == "llama-7b/llama");  // the checkpoint's folder and the family
+  REQUIRE(parse_hf_config(kLlama7bConfig, "config.json").name == "llama");
+  REQUIRE(parse_hf_config(kLlama7bConfig, "./config.json").name == "llama");
   REQUIRE(count_parameters(model).total() == 6'738'415'616);
   REQUIRE(model.kv_heads == 32);   // missing num_key_value_heads: = heads
   REQUIRE(model.head_dim == 128);  // missing head_dim: hidden / heads

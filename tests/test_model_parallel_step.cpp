@@ -393,6 +393,15 @@ TEST_CASE("Megatron plans that cannot run are refused naming the file and the fi
   StepConfig heads = megatron(16, 1, 1, 1);
   heads.gpus_per_node = 16;
   REQUIRE_THROWS_WITH(compile_step(heads), Catch::Contains("heads (8) must divide over the 16"));
+  // Sequence parallelism splits the sequence over the tensor-parallel group;
+  // without it, and without context parallelism, any length runs.
+  StepConfig odd = megatron(4, 1, 1, 1, true);
+  odd.training.sequence_length += 2;
+  REQUIRE_THROWS_WITH(compile_step(odd), Catch::Contains("sequence_length (" + std::to_string(odd.training.sequence_length) +
+                                                         ") must divide over the 4 sequence-parallel GPUs"));
+  odd.plan.model_parallel.sequence_parallel = false;
+  odd.training.sequence_length += 1;
+  REQUIRE(compile_step(odd).ranks == 4);
   REQUIRE_THROWS_WITH(data_parallel_size(load_plan("megatron-tp8-sp"), 16, 4, "plan.json"),
                       Catch::Contains("plan.json: model_parallel.tensor"));
   REQUIRE_THROWS_WITH(data_parallel_size(load_plan("megatron-tp4-pp4"), 24, 8, "plan.json"),

@@ -73,6 +73,15 @@ int narrow(std::int64_t value, const std::string& file, const std::string& key) 
   return static_cast<int>(value);
 }
 
+// A config.json says only its family; the folder it came in names the
+// checkpoint ("Llama-2-7b-hf/llama"). A path without a named folder gives
+// the family alone, whatever the working directory, so outputs do not
+// depend on where shardsim ran.
+std::string model_name_from_path(const std::string& file, const std::string& model_type) {
+  const std::string folder = std::filesystem::path(file).parent_path().filename().string();
+  return folder.empty() || folder == "." || folder == ".." ? model_type : folder + "/" + model_type;
+}
+
 }  // namespace
 
 ModelSpec parse_hf_config(const nlohmann::json& document, const std::string& file) {
@@ -94,7 +103,7 @@ ModelSpec parse_hf_config(const nlohmann::json& document, const std::string& fil
   const auto name = document.find("_name_or_path");
   model.name = name != document.end() && name->is_string() && !name->get<std::string>().empty()
                    ? name->get<std::string>()
-                   : std::filesystem::path(file).parent_path().filename().string() + "/" + model_type;
+                   : model_name_from_path(file, model_type);
   model.mlp = family->mlp;
   model.norm = family->norm;
   model.positions = family->positions;

@@ -61,7 +61,13 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
   require_split(u, "DeepSpeed-Ulysses", {heads, kv_heads, {"sequence_length", training.sequence_length}});
   // Megatron-LM cuts the sequence into 2c chunks, rank i keeping chunks i and
   // 2c - 1 - i, so that every rank does the same causal attention work.
-  require_split(2 * c, "(twice the) context-parallel", {{"sequence_length", training.sequence_length}});
+  if (c > 1) require_split(2 * c, "(twice the) context-parallel", {{"sequence_length", training.sequence_length}});
+  // Sequence parallelism splits each context-parallel rank's tokens over the
+  // tensor-parallel group (Megatron-LM asserts that they divide).
+  if (parallel.sequence_parallel && t > 1) {
+    require_split(t * c, c > 1 ? "sequence- and context-parallel" : "sequence-parallel",
+                  {{"sequence_length", training.sequence_length}});
+  }
   require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
 }
 
