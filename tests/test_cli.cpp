@@ -193,6 +193,57 @@ TEST_CASE("a profile missing a field exits with 2 naming the field", "[cli][erro
   REQUIRE(step.out.empty());
 }
 
+TEST_CASE("scenarios write a row per run, refused combinations in the same columns, and refuse typos", "[cli]") {
+  const Scratch scratch;
+  const std::string training = std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/training/seq4096-128-sequences.json";
+  const auto scenarios = [&](const std::string& plans) {
+    return nlohmann::json{{"name", "t"},
+                          {"cluster", "dgx-a100-8node"},
+                          {"sources", {"test"}},
+                          {"runs",
+                           {{{"model", "llama-7b"},
+                             {"training", training},
+                             {"plans", nlohmann::json::parse(plans)},
+                             {"gpus", {8}},
+                             {"overlap", {"plan", "none"}}}}}};
+  };
+  const std::string good = scratch.write("good.json", scenarios(R"(["zero3", "mics-16"])").dump());
+  const Result r = run(scratch, "scenarios " + good + " --csv " + scratch.path("good.csv").string());
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream csv(read(scratch.path("good.csv")));
+  for (std::string line; std::getline(csv, line);) {
+    std::vector<std::string> fields;
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, ',');) fields.push_back(cell);
+    if (!line.empty() && line.back() == ',') fields.emplace_back();
+    rows.push_back(fields);
+  }
+  REQUIRE(rows.size() == 1 + 2 * 2);  // header, then plans x overlap levels
+  const auto column = [&](const std::string& name) {
+    return static_cast<std::size_t>(std::find(rows[0].begin(), rows[0].end(), name) - rows[0].begin());
+  };
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    INFO(i);
+    REQUIRE(rows[i].size() == rows[0].size());
+    CHECK(rows[i][column("gpus")] == "8");
+    CHECK(rows[i][column("overlap")] == (i % 2 == 1 ? "plan" : "none"));
+    const bool refused = rows[i][column("plan")] == "mics-16";  // 16 GPUs a group, 8 in the job
+    CHECK(rows[i][column("fits")] == (refused ? "" : "yes"));
+    CHECK((rows[i][column("note")].find("does not divide the 8 data-parallel GPUs") != std::string::npos) == refused);
+  }
+  for (const auto& [plans, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"(["zer03"])", "runs[0].plans: zer03: no such plan file or preset"},
+           {R"([])", "runs[0].plans: must name at least one plan"}}) {
+    const std::string typo = scratch.write("typo.json", scenarios(plans).dump());
+    const Result refused = run(scratch, "scenarios " + typo + " --csv " + scratch.path("typo.csv").string());
+    INFO(plans);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains(typo + ": " + message));
+    CHECK_FALSE(fs::exists(scratch.path("typo.csv")));
+  }
+}
+
 TEST_CASE("memory answers as a table or as one JSON object", "[cli][memory]") {
   const Scratch scratch;
   const Result table = run(scratch, "memory --cluster a800-1024 --model llama-13b --plan amsp-llama13b --gpus 64");

@@ -55,6 +55,8 @@ std::vector<ScenarioRun> parse_runs(JsonObjectReader& reader) {
     run.training = entry.string("training");
     run.plans = entry.string_list("plans");
     run.overlaps = entry.string_list("overlap");
+    if (run.plans.empty()) entry.fail("plans", "must name at least one plan");
+    if (run.overlaps.empty()) entry.fail("overlap", "must name at least one level (plan, all, ag-rs+ar, ag-rs, none)");
     for (const std::string& level : run.overlaps) {
       if (std::find(workloads::kOverlapLevels.begin(), workloads::kOverlapLevels.end(), level) ==
           workloads::kOverlapLevels.end()) {
@@ -64,8 +66,24 @@ std::vector<ScenarioRun> parse_runs(JsonObjectReader& reader) {
     const nlohmann::json& gpus = entry.value("gpus");
     if (!gpus.is_array() || gpus.empty()) entry.fail("gpus", "must be a non-empty array of GPU counts");
     for (const auto& count : gpus) {
-      if (!count.is_number_integer() || count.get<int>() < 1) entry.fail("gpus", "must hold positive integers");
+      if (!count.is_number_integer() || count.get<long long>() < 1 || count.get<long long>() > 1 << 24) {
+        entry.fail("gpus", "must hold GPU counts from 1 to " + std::to_string(1 << 24) + ", got " + count.dump());
+      }
       run.gpus.push_back(count.get<int>());
+    }
+    // A name that resolves to nothing is a typo in this file, not a row: the
+    // rows are for combinations a plan's rules refuse.
+    const auto resolves = [&](const char* field, const std::string& name, const auto& load) {
+      try {
+        load(name);
+      } catch (const InputError& e) {
+        entry.fail(field, e.what());
+      }
+    };
+    resolves("model", run.model, [](const std::string& name) { workloads::load_model(name); });
+    resolves("training", run.training, [](const std::string& name) { workloads::load_training_config(name); });
+    for (const std::string& plan : run.plans) {
+      resolves("plans", plan, [](const std::string& name) { workloads::load_plan(name); });
     }
     entry.finish();
     runs.push_back(std::move(run));
@@ -82,7 +100,13 @@ int run_scenarios(const ScenarioOptions& options) {
   const std::vector<ScenarioRun> runs = parse_runs(reader);
   reader.finish();
 
-  const topology::ClusterSpec spec = topology::load_cluster_spec(cluster_name);
+  const topology::ClusterSpec spec = [&] {
+    try {
+      return topology::load_cluster_spec(cluster_name);
+    } catch (const InputError& e) {
+      reader.fail("cluster", e.what());
+    }
+  }();
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
   const calib::Profile profile = calib::load_profile(spec.profile);
@@ -127,7 +151,7 @@ int run_scenarios(const ScenarioOptions& options) {
           } catch (const InputError& e) {
             // A combination the plan's rules refuse (factors that do not divide
             // the GPU count, say) is a row that says why, not a failed run.
-            out << ",," << gpus << "," << overlap << ",,,,,,,,,," << csv_field(e.what()) << "\n";
+            out << "," << gpus << "," << overlap << ",,,,,,,,,,," << csv_field(e.what()) << "\n";
           }
           progress.advance();
         }
