@@ -184,7 +184,9 @@ void write_file(hid_t file, const workloads::Program& program, const StepTimelin
 TimelineFile read_file(const std::string& path) {
   TimelineFile timeline;
   timeline.path = path;
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "file");
+  const hid_t opened = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (opened < 0) throw_input_error(path, "", "cannot open as an HDF5 file (not HDF5, or cut short)");
+  Handle file(opened, H5Fclose, "file");
   const std::string schema = read_string_attribute(file, "schema", path);
   if (schema != "shardsim-timeline-1") throw_input_error(path, "schema", "is '" + schema + "', expected shardsim-timeline-1");
   try {
