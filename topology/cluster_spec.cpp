@@ -58,6 +58,7 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& document, const std::string
   JsonObjectReader reader(document, file);
   ClusterSpec spec;
   spec.name = reader.string("name");
+  spec.file = file;
   spec.profile = reader.string("profile");
   spec.nodes = small_positive_integer(reader, "nodes");
   spec.node = parse_node(reader.object("node"));

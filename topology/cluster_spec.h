@@ -60,6 +60,7 @@ struct FabricSpec {
 
 struct ClusterSpec {
   std::string name;
+  std::string file;     // what it was read from, for messages about its fields
   std::string profile;  // default calibration profile (calib/profiles/<profile>.json)
   int nodes = 0;
   NodeSpec node;

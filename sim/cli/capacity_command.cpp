@@ -6,6 +6,7 @@
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/byte_size.h"
+#include "sim/cli/job_inputs.h"
 #include "sim/cli/mpi_session.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/reliability_options.h"
@@ -66,7 +67,7 @@ int capacity(const CapacityOptions& options, int rank, int processes) {
   request.space = parse_search_space(options.space);
   request.simulate = options.simulate;
   request.simulate_pareto_front = false;  // only each count's fastest is wanted
-  const calib::Profile profile = calib::load_profile(options.profile.empty() ? spec.profile : options.profile);
+  const calib::Profile profile = load_job_profile(options.profile, spec);
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
   std::vector<int> counts;

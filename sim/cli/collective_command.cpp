@@ -3,6 +3,7 @@
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/byte_size.h"
+#include "sim/cli/job_inputs.h"
 #include "sim/cli/index_list.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/collective_sweep.h"
@@ -66,7 +67,7 @@ int run_collective(const CollectiveOptions& options) {
   const topology::ClusterSpec spec = topology::load_cluster_spec(options.cluster);
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
-  const calib::Profile profile = calib::load_profile(options.profile.empty() ? spec.profile : options.profile);
+  const calib::Profile profile = load_job_profile(options.profile, spec);
   const sim::GroupLayout group = options.ranks.empty() ? make_group(cluster, options.group, options.gpus)
                                                       : sim::make_group_layout(cluster, parse_index_list("--ranks", options.ranks));
 

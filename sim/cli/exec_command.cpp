@@ -110,7 +110,7 @@ int exec_step(const ExecOptions& options) {
     }
     const JobInputs inputs = load_job_inputs(job);
     if (root) print_notes(inputs);  // every rank reads the same launch
-    const calib::Profile profile = calib::load_profile(options.profile.empty() ? inputs.cluster.profile : options.profile);
+    const calib::Profile profile = load_job_profile(options.profile, inputs.cluster);
     const workloads::Program program = workloads::compile_step(inputs.step);
     calib::ExecutionOptions execution;
     execution.warmup_steps = options.warmup;

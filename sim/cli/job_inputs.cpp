@@ -111,4 +111,13 @@ JobInputs load_job_inputs(const JobOptions& options) {
   return inputs;
 }
 
+calib::Profile load_job_profile(const std::string& profile_option, const topology::ClusterSpec& cluster) {
+  if (!profile_option.empty()) return calib::load_profile(profile_option);
+  try {
+    return calib::load_profile(cluster.profile);
+  } catch (const InputError& e) {
+    throw_input_error(cluster.file, "profile", e.what());
+  }
+}
+
 }  // namespace shardsim::cli

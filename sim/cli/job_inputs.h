@@ -4,6 +4,7 @@
 // as loaded, checked values.
 #pragma once
 
+#include "calib/profile.h"
 #include "topology/cluster_spec.h"
 #include "workloads/job_scale.h"
 #include "workloads/model.h"
@@ -57,4 +58,8 @@ void add_plan_variant_options(CLI::App& command, JobOptions& options);
 
 // Throws InputError / std::invalid_argument with the file, field or option at fault.
 JobInputs load_job_inputs(const JobOptions& options);
+
+// The profile --profile names, else the cluster's own; a cluster whose
+// profile cannot be loaded is refused naming the cluster file's field.
+calib::Profile load_job_profile(const std::string& profile_option, const topology::ClusterSpec& cluster);
 }  // namespace shardsim::cli

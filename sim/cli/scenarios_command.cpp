@@ -109,7 +109,7 @@ int run_scenarios(const ScenarioOptions& options) {
   }();
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
-  const calib::Profile profile = calib::load_profile(spec.profile);
+  const calib::Profile profile = load_job_profile("", spec);
 
   std::size_t total = 0;
   for (const ScenarioRun& run : runs) total += run.plans.size() * run.gpus.size() * run.overlaps.size();

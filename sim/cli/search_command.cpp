@@ -7,6 +7,7 @@
 #include "calib/profile.h"
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/byte_size.h"
+#include "sim/cli/job_inputs.h"
 #include "sim/cli/mpi_session.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/search_space_options.h"
@@ -67,7 +68,7 @@ int search(const SearchOptions& options, int rank, int processes) {
   request.gpus = gpus;
   request.space = parse_search_space(options.space);
   request.simulate = options.simulate;
-  const calib::Profile profile = calib::load_profile(options.profile.empty() ? spec.profile : options.profile);
+  const calib::Profile profile = load_job_profile(options.profile, spec);
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
   sim::PlanSearch planner(cluster, router, profile);
