@@ -63,7 +63,8 @@ def main():
     runs = 0
     with tempfile.TemporaryDirectory() as scratch:
         for kind, original in cases:
-            document = json.load(open(original))
+            with open(original) as text:
+                document = json.load(text)
             broken = os.path.join(scratch, "broken-" + os.path.basename(original))
             for path in fields(document):
                 for value in MUTATIONS:
