@@ -3,6 +3,7 @@
 #include "topology/json_input.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -159,8 +160,11 @@ Measurements parse_nccl_tests_text(const std::string& text, const std::string& f
     std::smatch match;
     const std::string where = file + ":" + std::to_string(number);
     if (std::regex_search(line, match, rank_line)) {
-      const std::string digits = match[1];
-      ranks = std::max(ranks, rank_index(digits.size() > 9 ? kMaxRanks : std::stoll(digits), where) + 1);
+      // from_chars leaves `rank` as it was when the digits overflow it.
+      long long rank = kMaxRanks;
+      const char* digits = line.data() + match.position(1);
+      std::from_chars(digits, digits + match.length(1), rank);
+      ranks = std::max(ranks, rank_index(rank, where) + 1);
       hosts.insert(match[2]);
       if (device.empty()) device = match[3];
       continue;
