@@ -224,6 +224,7 @@ TEST_CASE("the breakdown of bare intervals, worked by hand", "[execution][breakd
   REQUIRE(b.exposed_seconds[static_cast<std::size_t>(rs)] == Approx(0.5 + 2));  // [5, 6] shared, [6, 8] alone
   REQUIRE(b.idle_seconds == Approx(2));
   REQUIRE(b.communication_seconds == Approx(6));
+  REQUIRE(b.hidden_fraction() == Approx(1 - 4.0 / 6));  // of 6 s in flight, [2, 4] beside compute
 
   // The all-gather issued at 2 s but moving from 5 s: [4, 5] is waiting for
   // the other ranks, not exposed communication; [5, 6] is still shared.
@@ -235,6 +236,16 @@ TEST_CASE("the breakdown of bare intervals, worked by hand", "[execution][breakd
   REQUIRE(w.exposed_seconds[static_cast<std::size_t>(rs)] == Approx(0.5 + 2));
   REQUIRE(w.idle_seconds == Approx(2));
   REQUIRE(w.communication_seconds == Approx(3));  // moving data: [5, 8]
+  REQUIRE(w.hidden_fraction() == 0);
+
+  // Exposed parts summed kind by kind can come out a rounding step above the
+  // time in flight; the share hidden is then none, not a negative one.
+  sim::TimeBreakdown rounded;
+  rounded.communication_seconds = 0.1 + 0.2;
+  rounded.exposed_seconds[static_cast<std::size_t>(ag)] = 0.1;
+  rounded.exposed_seconds[static_cast<std::size_t>(rs)] = 0.2 + 1e-15;
+  REQUIRE(rounded.exposed_total() > rounded.communication_seconds);
+  REQUIRE(rounded.hidden_fraction() == 0);
 }
 
 TEST_CASE("compare: a timeline against itself and against one twice as slow", "[execution][compare]") {

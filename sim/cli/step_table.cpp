@@ -145,8 +145,7 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   }
   std::printf("  %-28s %10.4f s %6.1f %%\n", "idle", b.idle_seconds, share(b.idle_seconds));
   std::printf("  %-28s %10.4f s (%.0f %% of it hidden behind compute)\n", "communication in flight",
-              b.communication_seconds,
-              b.communication_seconds > 0 ? 100 * (1 - b.exposed_total() / b.communication_seconds) : 0.0);
+              b.communication_seconds, 100 * b.hidden_fraction());
   std::printf("%-30s %12.2f GB (leaf-to-spine links, all ranks)\n", "bytes across the spine", timeline.spine_bytes / 1e9);
 }
 

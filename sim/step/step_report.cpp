@@ -12,6 +12,11 @@ double TimeBreakdown::exposed_total() const {
   return std::accumulate(exposed_seconds.begin(), exposed_seconds.end(), 0.0);
 }
 
+double TimeBreakdown::hidden_fraction() const {
+  if (communication_seconds <= 0) return 0;
+  return std::clamp(1 - exposed_total() / communication_seconds, 0.0, 1.0);
+}
+
 TimeBreakdown breakdown_of_intervals(std::vector<ActivityInterval> intervals, TimePs step_end, int rank) {
   constexpr int kWaitingForRanks = -2;
   // Boundary events: +1/-1 on the compute count, the waiting count or one

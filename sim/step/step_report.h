@@ -31,6 +31,10 @@ struct TimeBreakdown {
   double waiting_seconds = 0;
   double communication_seconds = 0;  // some collective moving data
   double exposed_total() const;
+  // Share of communication_seconds with compute running beside it, in [0, 1]:
+  // the exposed parts are summed kind by kind, so rounding can put their total a
+  // hair above the time in flight.
+  double hidden_fraction() const;
 };
 
 struct StepSummary {

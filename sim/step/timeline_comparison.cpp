@@ -58,10 +58,6 @@ TimeBreakdown breakdown_of(const std::vector<const TimelineOpRow*>& rows, double
   return breakdown_of_intervals(std::move(intervals), picoseconds_from_seconds(step_seconds), rank);
 }
 
-double hidden_fraction(const TimeBreakdown& b) {
-  return b.communication_seconds > 0 ? 1 - b.exposed_total() / b.communication_seconds : 0;
-}
-
 }  // namespace
 
 double ComparedQuantity::relative_error() const {
@@ -143,8 +139,8 @@ TimelineComparison compare_timelines(const TimelineFile& predicted, const Timeli
                       {"waiting for other ranks", bp.waiting_seconds, bm.waiting_seconds},
                       {"idle", bp.idle_seconds, bm.idle_seconds},
                       {"communication in flight", bp.communication_seconds, bm.communication_seconds}};
-  result.predicted_hidden_fraction = hidden_fraction(bp);
-  result.measured_hidden_fraction = hidden_fraction(bm);
+  result.predicted_hidden_fraction = bp.hidden_fraction();
+  result.measured_hidden_fraction = bm.hidden_fraction();
 
   std::vector<OpDifference> differences;
   for (std::size_t i = 0; i < a.size(); ++i) {
