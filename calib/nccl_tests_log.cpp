@@ -294,7 +294,14 @@ Measurements parse_nccl_tests_json(const std::string& text, const std::string& f
       row.seconds = body[time_key].get<double>() * 1e-6;
       row.algbw = optional_number(body, "alg_bw", row.where);
       row.busbw = optional_number(body, "bus_bw", row.where);
-      if (body.contains("nwrong") && body["nwrong"].is_number()) row.wrong = body["nwrong"].get<double>();
+      // nccl-tests writes null when it did not check the results (-c 0).
+      if (body.contains("nwrong") && !body["nwrong"].is_null()) {
+        const json& wrong = body["nwrong"];
+        if (!wrong.is_number() || wrong.get<double>() < 0) {
+          throw InputError(row.where + ".nwrong: must be a count of wrong elements or null, got " + wrong.dump());
+        }
+        row.wrong = wrong.get<double>();
+      }
       rows.push_back(row);
     }
   }

@@ -252,6 +252,15 @@ TEST_CASE("bad nccl-tests logs are refused with the reason", "[calib]") {
     };
     REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"alg_bw\": 0.025567", "\"alg_bw\": \"fast\""), "j.json"),
                         "j.json: results[0].out_of_place.alg_bw: must be a number, got \"fast\"");
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"nwrong\": 0.0", "\"nwrong\": \"none\""), "j.json"),
+                        "j.json: results[0].out_of_place.nwrong: must be a count of wrong elements or null, got \"none\"");
+    REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"nwrong\": 0.0", "\"nwrong\": -1"), "j.json"),
+                        Catch::StartsWith("j.json: results[0].out_of_place.nwrong: must be a count"));
+    // Unchecked results (-c 0) are null: imported, with no #wrong to flag.
+    const calib::Measurements unchecked =
+        calib::parse_nccl_tests_json(with("\"nwrong\": 0.0", "\"nwrong\": null"), "j.json");
+    CHECK_FALSE(unchecked.collectives[0].wrong.has_value());
+    CHECK(unchecked.collectives[1].wrong == 0.0);
     REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"type\": \"float\"", "\"type\": 4"), "j.json"),
                         "j.json: results[0].type: must be a string, got 4");
     REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"rank\": 3,", "\"rank\": -3,"), "j.json"),
