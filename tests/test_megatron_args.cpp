@@ -271,6 +271,12 @@ TEST_CASE("launches shardsim cannot simulate are refused naming the file and the
       {"--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 1",
        "the interleaved schedule needs at least 2 pipeline stages"},
       {"--attention-backend magic", "--attention-backend (line 1): must be one of auto, flash, fused, unfused, local"},
+      // The sequence rules name the launch's flag: its own --seq-length, else
+      // the parallel size that does not divide the training config's 4096.
+      {"--tensor-model-parallel-size 4 --sequence-parallel --seq-length 4095",
+       "args.sh: --seq-length (line 1): sequence_length (4095) must divide over the 4 sequence-parallel GPUs"},
+      {"--micro-batch-size 1 --context-parallel-size 2 --seq-length 4094",
+       "args.sh: --seq-length (line 1): sequence_length (4094) must divide over the 4 (twice the) context-parallel GPUs"},
       {"--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 16 "
        "--microbatch-group-size-per-virtual-pipeline-stage 3",
        "--microbatch-group-size-per-virtual-pipeline-stage (line 1): the micro-batch group must lie between the 2 "

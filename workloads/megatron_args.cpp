@@ -4,6 +4,7 @@
 #include "topology/presets.h"
 #include "workloads/pipeline_schedule.h"
 #include "workloads/pipeline_split.h"
+#include "workloads/transformer_kernels.h"
 
 #include <algorithm>
 #include <cctype>
@@ -370,6 +371,12 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   TrainingConfig& training = job.training;
   training = base;
   if (const auto seq = flags.integer("seq_length")) training.sequence_length = *seq;
+  if (const std::string problem = sequence_split_problem(training.sequence_length, mp); !problem.empty()) {
+    flags.fail(flags.has("seq_length")     ? "seq_length"
+               : mp.context > 1            ? "context_parallel_size"
+                                           : "tensor_model_parallel_size",
+               problem);
+  }
   if (const auto micro = flags.integer("micro_batch_size")) training.micro_batch_size = *micro;
   if (const auto global = flags.integer("global_batch_size")) training.global_batch_sequences = *global;
   if (flags.has("global_batch_size") || flags.has("micro_batch_size")) {

@@ -33,6 +33,20 @@ void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameter
   }
 }
 
+using SplitCount = std::pair<const char*, std::int64_t>;
+
+// "what (count) must divide over the N over GPUs" for the first count that
+// `ways` does not divide; empty if it divides them all.
+std::string split_problem(int ways, const char* over, std::initializer_list<SplitCount> counts) {
+  for (const auto& [what, count] : counts) {
+    if (count % ways != 0) {
+      return std::string(what) + " (" + std::to_string(count) + ") must divide over the " + std::to_string(ways) + " " +
+             over + " GPUs";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
@@ -48,27 +62,30 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
     throw InputError(model.name + ": MoE layers are compiled without tensor parallelism for now (tensor " +
                      std::to_string(t) + ")");
   }
-  using Count = std::pair<const char*, std::int64_t>;
-  const auto require_split = [&](int ways, const char* over, std::initializer_list<Count> counts) {
-    for (const auto& [what, count] : counts) {
-      if (count % ways != 0) {
-        throw InputError(model.name + ": " + what + " (" + std::to_string(count) + ") must divide over the " +
-                         std::to_string(ways) + " " + over + " GPUs");
-      }
-    }
+  const auto require_split = [&](int ways, const char* over, std::initializer_list<SplitCount> counts) {
+    const std::string problem = split_problem(ways, over, counts);
+    if (!problem.empty()) throw InputError(model.name + ": " + problem);
   };
-  const Count heads{"heads", model.heads}, kv_heads{"kv_heads", model.kv_heads};
-  require_split(u, "DeepSpeed-Ulysses", {heads, kv_heads, {"sequence_length", training.sequence_length}});
+  const SplitCount heads{"heads", model.heads}, kv_heads{"kv_heads", model.kv_heads};
+  require_split(u, "DeepSpeed-Ulysses", {heads, kv_heads});
+  const std::string sequence = sequence_split_problem(training.sequence_length, parallel);
+  if (!sequence.empty()) throw InputError(model.name + ": " + sequence);
+  require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
+}
+
+std::string sequence_split_problem(std::int64_t sequence_length, const ModelParallelism& parallel) {
+  const int t = parallel.tensor, u = parallel.ulysses, c = parallel.context;
+  const SplitCount sequence{"sequence_length", sequence_length};
+  std::string problem = split_problem(u, "DeepSpeed-Ulysses", {sequence});
   // Megatron-LM cuts the sequence into 2c chunks, rank i keeping chunks i and
   // 2c - 1 - i, so that every rank does the same causal attention work.
-  if (c > 1) require_split(2 * c, "(twice the) context-parallel", {{"sequence_length", training.sequence_length}});
+  if (problem.empty() && c > 1) problem = split_problem(2 * c, "(twice the) context-parallel", {sequence});
   // Sequence parallelism splits each context-parallel rank's tokens over the
   // tensor-parallel group (Megatron-LM asserts that they divide).
-  if (parallel.sequence_parallel && t > 1) {
-    require_split(t * c, c > 1 ? "sequence- and context-parallel" : "sequence-parallel",
-                  {{"sequence_length", training.sequence_length}});
+  if (problem.empty() && parallel.sequence_parallel && t > 1) {
+    problem = split_problem(t * c, c > 1 ? "sequence- and context-parallel" : "sequence-parallel", {sequence});
   }
-  require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
+  return problem;
 }
 
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,

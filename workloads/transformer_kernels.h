@@ -142,6 +142,12 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
                                   const ModelParallelism& parallel);
 
+// Why the sequence does not split over `parallel` (DeepSpeed-Ulysses, context
+// and sequence parallelism), e.g. "sequence_length (4095) must divide over the
+// 4 sequence-parallel GPUs"; empty if it does. require_model_parallel_split
+// applies it; a Megatron-LM launch applies it to its own --seq-length.
+std::string sequence_split_problem(std::int64_t sequence_length, const ModelParallelism& parallel);
+
 // The compute op that runs `spec` (not a call) on `stream`.
 Op kernel_op(const KernelSpec& spec, int stream);
 
