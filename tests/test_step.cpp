@@ -760,6 +760,28 @@ TEST_CASE("flow and analytical modes count the same payload across the spine", "
   REQUIRE(flow.spine_bytes == Approx(analytical.spine_bytes).epsilon(1e-9));
 }
 
+TEST_CASE("a ZeRO-3 step's bytes across the spine are its rings' leaf crossings, call by call", "[step][conservation]") {
+  // dgx-a100-8node: 8 nodes, 4 to a leaf on every rail. A ring over the 64
+  // ranks in node order leaves each leaf once (node 3 to 4, node 7 to 0) on
+  // every channel, and each hop of a ring all-gather or reduce-scatter of S
+  // bytes carries (n - 1)/n of the channel's share: 2 (n - 1)/n S up to the
+  // spine per call, however many channels and whatever the protocol.
+  const Program program = compile_step(step_config("zero3", 64));
+  double expected = 0;
+  int gathers = 0, scatters = 0;
+  for (const Op& op : program.program_of(0).ops) {
+    if (op.kind != OpKind::collective) continue;
+    INFO(op.name);
+    REQUIRE((op.collective == CollectiveOp::all_gather || op.collective == CollectiveOp::reduce_scatter));
+    REQUIRE(program.communicators[static_cast<std::size_t>(op.communicator)].groups.size() == 1);
+    expected += 2.0 * 63 / 64 * op.bytes;
+    (op.collective == CollectiveOp::all_gather ? gathers : scatters) += 1;
+  }
+  REQUIRE(gathers > 0);
+  REQUIRE(scatters > 0);
+  REQUIRE(simulate(program).spine_bytes == Approx(expected).epsilon(1e-9));
+}
+
 TEST_CASE("timing only some ranks keeps theirs and changes nothing else", "[step][determinism]") {
   const Program program = compile_step(step_config("zero3", 16, 2));
   const sim::StepTimeline all = simulate(program);
