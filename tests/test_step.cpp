@@ -855,10 +855,3 @@ TEST_CASE("a Program survives JSON and a broken one is refused", "[step][program
   }
   REQUIRE_THROWS_WITH(program_from_json(mismatched, "program.json"), Catch::Contains("disagrees with its group"));
 }
-
-TEST_CASE("MLA models are refused by the compiler with the reason", "[step][program]") {
-  StepConfig config = step_config("zero1", 16);
-  config.model.has_mla = true;
-  config.model.mla = {0, 512, 64, 128, 128};
-  REQUIRE_THROWS_WITH(compile_step(config), Catch::Contains("MLA layers are parsed but not yet compiled"));
-}

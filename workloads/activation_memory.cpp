@@ -41,6 +41,13 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
   const double t = parallel.tensor;
   const AttentionWidths w = attention_widths(model);
   double split = e * (w.query + w.key + w.value) + e * w.output;  // by heads
+  if (model.has_mla) {
+    // The latents' norms keep their inputs and the up-projections theirs:
+    // the query latent twice, the key-value latent twice with the rotary key
+    // beside its first copy.
+    const MlaSpec& m = model.mla;
+    split += e * static_cast<double>(2 * m.q_lora_rank + 2 * m.kv_lora_rank + m.qk_rope_head_dim);
+  }
   if (training.flash_attention) {
     split += 4.0 * model.heads;
   } else if (training.recompute == Recompute::none) {

@@ -17,8 +17,11 @@ double flash_attention_flops(double batch, double heads, double sequence, double
 
 void attention_core(const LayerShapes& x, const TrainingConfig& training, std::vector<KernelSpec>& forward,
                     std::vector<KernelSpec>& backward) {
-  const double full_flops = 4 * x.batch * x.sequence * x.sequence * x.query;  // Q K^T and P V, every score
-  const double head_dim = x.query / x.heads;
+  // Q K^T at the query-key head size, P V at the value head size; every score.
+  const double scores_flops = 2 * x.batch * x.sequence * x.sequence * x.query;
+  const double context_flops = 2 * x.batch * x.sequence * x.sequence * x.context;
+  // Two products at their mean head size cost what the pair does.
+  const double head_dim = (x.query + x.context) / (2 * x.heads);
   if (training.flash_attention) {
     KernelSpec spec;
     spec.name = "attention";
@@ -27,7 +30,7 @@ void attention_core(const LayerShapes& x, const TrainingConfig& training, std::v
     spec.dtype = x.dtype;
     spec.flops = flash_attention_flops(x.batch, x.heads, x.sequence, head_dim, true, false);
     // q, k, v in, o out, plus fp32 row log-sum-exps.
-    spec.hbm_bytes = x.e * x.tokens * (2 * x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
+    spec.hbm_bytes = x.e * x.tokens * (x.query + x.kv + x.value + x.context) + 4 * x.heads * x.tokens;
     spec.gemm = {static_cast<std::int64_t>(x.sequence), static_cast<std::int64_t>(x.sequence),
                  static_cast<std::int64_t>(head_dim)};
     forward.push_back(spec);
@@ -35,12 +38,12 @@ void attention_core(const LayerShapes& x, const TrainingConfig& training, std::v
     back.name = "attention.backward";
     back.flops = flash_attention_flops(x.batch, x.heads, x.sequence, head_dim, true, true);
     // Reads q, k, v, o, do and the log-sum-exps; writes dq, dk, dv.
-    back.hbm_bytes = x.e * x.tokens * (3 * x.query + 2 * x.kv + x.query + 2 * x.kv) + 4 * x.heads * x.tokens;
+    back.hbm_bytes = x.e * x.tokens * 2 * (x.query + x.kv + x.value + x.context) + 4 * x.heads * x.tokens;
     backward.push_back(back);
     return;
   }
   const double scores = x.batch * x.heads * x.sequence * x.sequence;
-  const auto batched = [&](const std::string& name, double flops, double bytes) {
+  const auto batched = [&](const std::string& name, double flops, double bytes, double head_dim) {
     KernelSpec spec;
     spec.name = name;
     spec.kernel = KernelClass::gemm;
@@ -51,15 +54,20 @@ void attention_core(const LayerShapes& x, const TrainingConfig& training, std::v
                  static_cast<std::int64_t>(head_dim)};
     return spec;
   };
-  forward.push_back(batched("attention.scores", full_flops / 2, x.e * (scores + x.tokens * (x.query + x.kv))));
+  const double qk_head = x.query / x.heads, v_head = x.context / x.heads;
+  forward.push_back(batched("attention.scores", scores_flops, x.e * (scores + x.tokens * (x.query + x.kv)), qk_head));
   forward.push_back(elementwise("attention.softmax", x, 2 * scores));
   const bool dropout = training.drops_attention();
   if (dropout) forward.push_back(masked_dropout("attention.dropout", x, scores));
-  forward.push_back(batched("attention.context", full_flops / 2, x.e * (scores + x.tokens * (x.kv + x.query))));
-  backward.push_back(batched("attention.context.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
+  forward.push_back(
+      batched("attention.context", context_flops, x.e * (scores + x.tokens * (x.value + x.context)), v_head));
+  // Reads dO, V and P; writes dP and dV.
+  backward.push_back(batched("attention.context.backward", 2 * context_flops,
+                             x.e * (2 * scores + x.tokens * (2 * x.context + 2 * x.value)), v_head));
   if (dropout) backward.push_back(masked_dropout("attention.dropout.backward", x, scores));
   backward.push_back(elementwise("attention.softmax.backward", x, 3 * scores));
-  backward.push_back(batched("attention.scores.backward", full_flops, x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv))));
+  backward.push_back(batched("attention.scores.backward", 2 * scores_flops,
+                             x.e * (2 * scores + x.tokens * (2 * x.query + 2 * x.kv)), qk_head));
 }
 
 namespace {

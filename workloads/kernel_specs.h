@@ -15,10 +15,15 @@ Dtype value_dtype(const TrainingConfig& training);
 
 // One GPU's part of a micro-batch: `tokens` it holds (the micro-batch's, or
 // its share of the sequence), the whole `sequence` and `batch`, its widths
-// under tensor parallelism (`query`, `kv`, `ffn`, `vocab`, `heads`), `e`
-// bytes per value, the dtype of element-wise work and of GEMMs.
+// under tensor parallelism (`ffn`, `vocab`, `heads`), `e` bytes per value,
+// the dtype of element-wise work and of GEMMs. Attention's widths per token:
+// `query` and `kv` (keys) at the query-key head size, `value` (values) and
+// `context` (the core's output, one value vector per query head) at the
+// value head size. Grouped-query attention has value = kv and context =
+// query; multi-head latent attention has larger query-key heads than value
+// heads.
 struct LayerShapes {
-  double tokens, sequence, batch, hidden, query, kv, ffn, vocab, heads, e;
+  double tokens, sequence, batch, hidden, query, kv, value, context, ffn, vocab, heads, e;
   Dtype dtype, gemm_dtype;
   bool hidden_dropout;  // each residual add drops the branch first (a mask per value)
 };

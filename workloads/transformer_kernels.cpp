@@ -51,8 +51,12 @@ std::string split_problem(int ways, const char* over, std::initializer_list<Spli
 
 void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
                                   const ModelParallelism& parallel) {
-  if (model.has_mla) throw InputError(model.name + ": MLA layers are parsed but not yet compiled into a training step");
   const int t = parallel.tensor, u = parallel.ulysses, c = parallel.context;
+  if (model.has_mla && (t > 1 || u > 1 || c > 1)) {
+    throw InputError(model.name + ": MLA layers are compiled without tensor, DeepSpeed-Ulysses or context parallelism "
+                     "for now (tensor " + std::to_string(t) + ", Ulysses " + std::to_string(u) + ", context " +
+                     std::to_string(c) + ")");
+  }
   if (u > 1 && t > 1) throw InputError(model.name + ": DeepSpeed-Ulysses is compiled without tensor parallelism");
   if (c > 1 && model.has_moe) throw InputError(model.name + ": MoE layers are compiled without context parallelism");
   if (c > 1 && !training.flash_attention) {
@@ -99,8 +103,18 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   x.hidden = static_cast<double>(model.hidden);
   // This GPU's heads, MLP width and vocabulary (Megatron pads the vocabulary
   // to a multiple of the group).
-  x.query = static_cast<double>(model.heads / t * model.head_dim);
-  x.kv = static_cast<double>(model.kv_heads / t * model.head_dim);
+  if (model.has_mla) {
+    // Every head has its own key after the up-projection: no-position part
+    // plus the rotary part shared by the heads.
+    const MlaSpec& m = model.mla;
+    x.query = x.kv = static_cast<double>(model.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim));
+    x.value = x.context = static_cast<double>(model.heads * m.v_head_dim);
+  } else {
+    x.query = static_cast<double>(model.heads / t * model.head_dim);
+    x.kv = static_cast<double>(model.kv_heads / t * model.head_dim);
+    x.value = x.kv;
+    x.context = x.query;
+  }
   x.ffn = static_cast<double>(model.ffn_hidden / t);
   x.vocab = static_cast<double>((model.vocab + t - 1) / t);
   x.heads = model.heads / t;
@@ -123,6 +137,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   core.tokens = x.tokens * u;
   core.query = x.query / u;
   core.kv = x.kv / u;
+  core.value = x.value / u;
+  core.context = x.context / u;
   core.heads = x.heads / u;
   const auto exchange = [&](std::vector<KernelSpec>& list, const std::string& name, double values_per_token) {
     if (u > 1) {
@@ -163,6 +179,48 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     mlp.backward.push_back(waiting_for_call(elementwise("mlp_norm.backward", x, 3 * local_tokens * h), after_combine));
   };
 
+  // Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, section
+  // 2.1), without tensor parallelism: queries through a rank-q_lora
+  // bottleneck with its norm (or one projection), keys and values
+  // up-projected from a normed rank-kv_lora latent, which the same
+  // down-projection extends by one rotary key for all heads; rotary
+  // embedding on the queries' and that key's rotary parts, then each head's
+  // query and key concatenated from their two parts.
+  const auto latent_projections = [&](std::vector<KernelSpec>& forward) {
+    const MlaSpec& m = model.mla;
+    const double q_lora = static_cast<double>(m.q_lora_rank), kv_lora = static_cast<double>(m.kv_lora_rank);
+    const double rope = static_cast<double>(m.qk_rope_head_dim), H = static_cast<double>(model.heads);
+    if (m.q_lora_rank > 0) {
+      forward.push_back(gemm("q_down", x, T, q_lora, h));
+      forward.push_back(elementwise("q_norm", x, 2 * T * q_lora));
+      forward.push_back(gemm("q_up", x, T, x.query, q_lora));
+    } else {
+      forward.push_back(gemm("q_proj", x, T, x.query, h));
+    }
+    forward.push_back(gemm("kv_down", x, T, kv_lora + rope, h));
+    forward.push_back(elementwise("kv_norm", x, 2 * T * kv_lora));
+    forward.push_back(gemm("kv_up", x, T, x.kv - H * rope + x.value, kv_lora));
+    forward.push_back(elementwise("rotary", x, 2 * T * (H * rope + rope)));
+    forward.push_back(elementwise("qk_concat", x, 2 * T * (x.query + x.kv)));
+  };
+  const auto latent_projections_backward = [&](std::vector<KernelSpec>& backward) {
+    const MlaSpec& m = model.mla;
+    const double q_lora = static_cast<double>(m.q_lora_rank), kv_lora = static_cast<double>(m.kv_lora_rank);
+    const double rope = static_cast<double>(m.qk_rope_head_dim), H = static_cast<double>(model.heads);
+    backward.push_back(elementwise("qk_concat.backward", x, 2 * T * (x.query + x.kv)));
+    backward.push_back(elementwise("rotary.backward", x, 2 * T * (H * rope + rope)));
+    linear.column_backward(backward, "kv_up", kv_lora, x.kv - H * rope + x.value);
+    backward.push_back(elementwise("kv_norm.backward", x, 3 * T * kv_lora));
+    linear.column_backward(backward, "kv_down", h, kv_lora + rope);
+    if (m.q_lora_rank > 0) {
+      linear.column_backward(backward, "q_up", q_lora, x.query);
+      backward.push_back(elementwise("q_norm.backward", x, 3 * T * q_lora));
+      linear.column_backward(backward, "q_down", h, q_lora);
+    } else {
+      linear.column_backward(backward, "q_proj", h, x.query);
+    }
+  };
+
   std::vector<ModuleWork> modules;
   ModuleWork embedding = module_work();
   // Vocabulary-parallel: each GPU looks up the tokens of its part of the
@@ -185,31 +243,39 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     ModuleWork attention = module_work();
     std::vector<KernelSpec> core_forward, core_backward;
     attention_core(core, training, core_forward, core_backward);
-    if (c > 1) context_parallel_ring(c, x.e * T * 2 * x.kv, core_forward, core_backward);
+    if (c > 1) context_parallel_ring(c, x.e * T * (x.kv + x.value), core_forward, core_backward);
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
-    linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
     // Learned positions were added to the embedding; only rotary ones touch Q and K.
     const bool rotary = model.positions == PositionKind::rotary;
-    if (rotary) attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
-    exchange(attention.forward, "qkv", x.query + 2 * x.kv);
+    if (model.has_mla) {
+      latent_projections(attention.forward);
+    } else {
+      linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
+      if (rotary) attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
+    }
+    exchange(attention.forward, "qkv", x.query + x.kv + x.value);
     const std::size_t core_at = attention.forward.size();
     attention.forward.insert(attention.forward.end(), core_forward.begin(), core_forward.end());
     then_wait(attention.forward, core_at);
-    exchange(attention.forward, "context", x.query);
+    exchange(attention.forward, "context", x.context);
     const std::size_t out_proj_at = attention.forward.size();
-    linear.combined_gemm(attention.forward, "out_proj", x.query);
+    linear.combined_gemm(attention.forward, "out_proj", x.context);
     then_wait(attention.forward, out_proj_at);
     attention.forward.push_back(waiting_for_call(residual_add("residual", x, local_tokens * h), after_combine));
     attention.backward.push_back(residual_add("residual.backward", x, local_tokens * h));
-    linear.row_backward(attention.backward, "out_proj", x.query, h);
-    exchange(attention.backward, "context.backward", x.query);
+    linear.row_backward(attention.backward, "out_proj", x.context, h);
+    exchange(attention.backward, "context.backward", x.context);
     const std::size_t core_backward_at = attention.backward.size();
     attention.backward.insert(attention.backward.end(), core_backward.begin(), core_backward.end());
     then_wait(attention.backward, core_backward_at);
-    exchange(attention.backward, "qkv.backward", x.query + 2 * x.kv);
+    exchange(attention.backward, "qkv.backward", x.query + x.kv + x.value);
     const std::size_t after_exchange = attention.backward.size();
-    if (rotary) attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
-    linear.column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
+    if (model.has_mla) {
+      latent_projections_backward(attention.backward);
+    } else {
+      if (rotary) attention.backward.push_back(elementwise("rotary.backward", x, 2 * T * (x.query + x.kv)));
+      linear.column_backward(attention.backward, "qkv", h, x.query + 2 * x.kv);
+    }
     then_wait(attention.backward, after_exchange);
     attention.backward.push_back(waiting_for_call(elementwise("attention_norm.backward", x, 3 * local_tokens * h),
                                          after_combine));
@@ -308,12 +374,27 @@ KernelSpec optimizer_step(const OptimizerStep& step) {
 
 double model_flops_per_step(const ModelSpec& model, const TrainingConfig& training) {
   const double h = static_cast<double>(model.hidden);
-  const double q = static_cast<double>(model.heads * model.head_dim);
-  const double kv = static_cast<double>(model.kv_heads * model.head_dim);
   const double f = static_cast<double>(model.ffn_hidden);
   const double s = static_cast<double>(training.sequence_length);
   const double matrices = model.mlp == MlpKind::swiglu ? 3 : 2;
-  const double dense_layer = 2 * (h * (q + 2 * kv) + q * h + matrices * h * f) + 4 * s * q;
+  // Per token: the attention's weights once each, and its core against every
+  // position (Q K^T at the query-key width, P V at the value width).
+  double attention_weights = 0, core = 0;
+  if (model.has_mla) {
+    const MlaSpec& m = model.mla;
+    const double H = model.heads, qk = static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim);
+    const double v = static_cast<double>(m.v_head_dim), q_lora = static_cast<double>(m.q_lora_rank);
+    const double kv_lora = static_cast<double>(m.kv_lora_rank), rope = static_cast<double>(m.qk_rope_head_dim);
+    attention_weights = (q_lora > 0 ? h * q_lora + q_lora * H * qk : h * H * qk) + h * (kv_lora + rope) +
+                        kv_lora * H * (qk - rope + v) + H * v * h;
+    core = 2 * s * H * (qk + v);
+  } else {
+    const double q = static_cast<double>(model.heads * model.head_dim);
+    const double kv = static_cast<double>(model.kv_heads * model.head_dim);
+    attention_weights = h * (q + 2 * kv) + q * h;
+    core = 4 * s * q;
+  }
+  const double dense_layer = 2 * (attention_weights + matrices * h * f) + core;
   double moe_layer = 0;
   int moe_layers = 0;
   if (model.has_moe) {

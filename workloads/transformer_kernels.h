@@ -135,10 +135,12 @@ struct ModuleWork : ModuleParameters {
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
-// Throws InputError (naming the model) for MLA models, MoE models or
-// Ulysses under tensor parallelism, heads, key/value heads or the MLP width
-// that t does not divide, or heads, key/value heads or the sequence that u
-// does not divide: what transformer_modules cannot compile.
+// Throws InputError (naming the model) for MLA models under tensor,
+// Ulysses or context parallelism, MoE models under tensor or context
+// parallelism, Ulysses under tensor parallelism, context parallelism without
+// flash attention, heads, key/value heads or the MLP width that t does not
+// divide, heads or key/value heads that u does not divide, or a sequence
+// sequence_split_problem refuses: what transformer_modules cannot compile.
 void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
                                   const ModelParallelism& parallel);
 
