@@ -88,6 +88,8 @@ TEST_CASE("an MLA layer's projections do its weights' FLOPs, its core those of i
 }
 
 TEST_CASE("DeepSeek-V3 activates the published 37 B parameters per token", "[mla][moe][model]") {
+  // The preset and the released config.json are the same model.
+  const ModelSpec preset = load_model("deepseek-v3");
   const nlohmann::json config = {
       {"model_type", "deepseek_v3"}, {"hidden_size", 7168}, {"intermediate_size", 18432},
       {"moe_intermediate_size", 2048}, {"num_attention_heads", 128}, {"num_key_value_heads", 128},
@@ -96,6 +98,8 @@ TEST_CASE("DeepSeek-V3 activates the published 37 B parameters per token", "[mla
       {"q_lora_rank", 1536}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64},
       {"v_head_dim", 128}, {"tie_word_embeddings", false}};
   const ModelSpec model = parse_hf_config(config, "deepseek-v3/config.json");
+  REQUIRE(count_parameters(preset).total() == count_parameters(model).total());
+  REQUIRE(static_cast<double>(count_parameters(preset).total()) == Approx(671e9).epsilon(1e-3));
   TrainingConfig training;
   training.sequence_length = 4096;
   training.micro_batch_size = 1;
@@ -109,6 +113,7 @@ TEST_CASE("DeepSeek-V3 activates the published 37 B parameters per token", "[mla
   const double active = 61 * attention + 3 * dense + 58 * moe + vocab * h;
   const double core = 61 * 2 * 4096.0 * H * (192 + 128);
   REQUIRE(model_flops_per_step(model, training) == Approx(3 * tokens * (2 * active + core)).epsilon(1e-12));
+  REQUIRE(model_flops_per_step(preset, training) == model_flops_per_step(model, training));
   // DeepSeek-AI 2024 (arXiv:2412.19437, abstract): 37 B activated for each
   // token, which counts the embedding too.
   REQUIRE(active + vocab * h == Approx(37e9).epsilon(0.015));

@@ -193,7 +193,8 @@ ModelSpec parse_model_spec(const nlohmann::json& document, const std::string& fi
   model.hidden = reader.positive_integer("hidden");
   model.heads = positive_int(reader, "heads");
   model.kv_heads = positive_int(reader, "kv_heads");
-  model.head_dim = reader.positive_integer("head_dim");
+  // Latent attention sizes its heads in `mla`; a head_dim beside it is unused.
+  model.head_dim = reader.has("mla") && !reader.has("head_dim") ? 0 : reader.positive_integer("head_dim");
   model.ffn_hidden = reader.positive_integer("ffn_hidden");
   model.vocab = reader.positive_integer("vocab");
   model.max_positions = reader.positive_integer("max_positions");

@@ -2,7 +2,8 @@
 // needs (shapes, hence parameters, FLOPs, activations).
 //
 // Files: the strict shardsim format (workloads/models/*.json, every key
-// required, `moe` and `mla` optional) or a Hugging Face config.json
+// required, `moe` and `mla` optional, head_dim too when `mla` sizes the
+// heads) or a Hugging Face config.json
 // (hf_config.h), which load_model() tells apart by its "model_type".
 //
 //   {"name": "llama-7b", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 32,
