@@ -186,11 +186,16 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   // down-projection extends by one rotary key for all heads; rotary
   // embedding on the queries' and that key's rotary parts, then each head's
   // query and key concatenated from their two parts.
+  const double q_lora = static_cast<double>(model.mla.q_lora_rank);
+  const double kv_lora = static_cast<double>(model.mla.kv_lora_rank);
+  const double rope = static_cast<double>(model.mla.qk_rope_head_dim);
+  // The rotary part of every head's query, and of every head's key (the
+  // shared rotary key repeated); the up-projection makes the rest of each
+  // head's key and its value.
+  const double heads_rotary = static_cast<double>(model.heads) * rope;
+  const double kv_up = x.kv - heads_rotary + x.value;
   const auto latent_projections = [&](std::vector<KernelSpec>& forward) {
-    const MlaSpec& m = model.mla;
-    const double q_lora = static_cast<double>(m.q_lora_rank), kv_lora = static_cast<double>(m.kv_lora_rank);
-    const double rope = static_cast<double>(m.qk_rope_head_dim), H = static_cast<double>(model.heads);
-    if (m.q_lora_rank > 0) {
+    if (q_lora > 0) {
       forward.push_back(gemm("q_down", x, T, q_lora, h));
       forward.push_back(elementwise("q_norm", x, 2 * T * q_lora));
       forward.push_back(gemm("q_up", x, T, x.query, q_lora));
@@ -199,20 +204,17 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     }
     forward.push_back(gemm("kv_down", x, T, kv_lora + rope, h));
     forward.push_back(elementwise("kv_norm", x, 2 * T * kv_lora));
-    forward.push_back(gemm("kv_up", x, T, x.kv - H * rope + x.value, kv_lora));
-    forward.push_back(elementwise("rotary", x, 2 * T * (H * rope + rope)));
+    forward.push_back(gemm("kv_up", x, T, kv_up, kv_lora));
+    forward.push_back(elementwise("rotary", x, 2 * T * (heads_rotary + rope)));
     forward.push_back(elementwise("qk_concat", x, 2 * T * (x.query + x.kv)));
   };
   const auto latent_projections_backward = [&](std::vector<KernelSpec>& backward) {
-    const MlaSpec& m = model.mla;
-    const double q_lora = static_cast<double>(m.q_lora_rank), kv_lora = static_cast<double>(m.kv_lora_rank);
-    const double rope = static_cast<double>(m.qk_rope_head_dim), H = static_cast<double>(model.heads);
     backward.push_back(elementwise("qk_concat.backward", x, 2 * T * (x.query + x.kv)));
-    backward.push_back(elementwise("rotary.backward", x, 2 * T * (H * rope + rope)));
-    linear.column_backward(backward, "kv_up", kv_lora, x.kv - H * rope + x.value);
+    backward.push_back(elementwise("rotary.backward", x, 2 * T * (heads_rotary + rope)));
+    linear.column_backward(backward, "kv_up", kv_lora, kv_up);
     backward.push_back(elementwise("kv_norm.backward", x, 3 * T * kv_lora));
     linear.column_backward(backward, "kv_down", h, kv_lora + rope);
-    if (m.q_lora_rank > 0) {
+    if (q_lora > 0) {
       linear.column_backward(backward, "q_up", q_lora, x.query);
       backward.push_back(elementwise("q_norm.backward", x, 3 * T * q_lora));
       linear.column_backward(backward, "q_down", h, q_lora);
