@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Every field of the bundled job inputs, broken one at a time.
 
-For a cluster, a model, two plans and a training config, each field in turn is
+For a cluster, two models (LLaMA-7B; a small one with latent attention and
+MoE layers), two plans and a training config, each field in turn is
 set to a value of the wrong sign, type or size, or deleted, and `shardsim run`
 is started on the result. What it must do: run (exit 0, one JSON object on
 stdout), report the plan out of memory (exit 1), or refuse the input (exit 2)
@@ -58,6 +59,7 @@ def main():
         "training": os.path.join(source, "tests/data/training/seq4096-128-sequences.json"),
     }
     cases = [(kind, inputs[kind]) for kind in inputs]
+    cases.append(("model", os.path.join(source, "tests/data/models/small-mla-moe.json")))
     cases.append(("plan", os.path.join(source, "workloads/plans/megatron-tp4-pp4.json")))
     failures = []
     runs = 0
