@@ -760,7 +760,8 @@ TEST_CASE("flow and analytical modes count the same payload across the spine", "
   REQUIRE(flow.spine_bytes == Approx(analytical.spine_bytes).epsilon(1e-9));
 }
 
-TEST_CASE("a ZeRO-3 step's bytes across the spine are its rings' leaf crossings, call by call", "[step][conservation]") {
+TEST_CASE("a ZeRO-3 step's bytes across the spine are its rings' leaf crossings, call by call",
+          "[step][conservation]") {
   // dgx-a100-8node: 8 nodes, 4 to a leaf on every rail. A ring over the 64
   // ranks in node order leaves each leaf once (node 3 to 4, node 7 to 0) on
   // every channel, and each hop of a ring all-gather or reduce-scatter of S
