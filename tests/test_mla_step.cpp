@@ -3,7 +3,6 @@
 // core at its two head sizes, DeepSeek-V3's activated parameters against the
 // published 37 B, what is refused, and a simulated step that is consistent.
 #include "pipeline_checks.h"
-#include "topology/json_input.h"
 #include "topology/placement.h"
 #include "workloads/hf_config.h"
 #include "workloads/step_compiler.h"
