@@ -52,12 +52,9 @@ Transfer TransferBuilder::take(double bytes_per_hop, TimePs latency) {
 }
 
 void TransferPlan::add_link_bytes(double buffer_bytes, double calls, std::vector<double>& link_bytes) const {
-  for (const Phase& phase : phases) {
-    for (const Transfer& transfer : phase.transfers) {
-      const double payload = transfer.bytes_per_hop * transfer.payload_fraction * buffer_bytes * calls;
-      for (const LinkUse& use : transfer.links) link_bytes[static_cast<std::size_t>(use.link)] += use.weight * payload;
-    }
-  }
+  for_each_link_payload([&](topology::LinkId link, double payload_per_byte) {
+    link_bytes[static_cast<std::size_t>(link)] += payload_per_byte * buffer_bytes * calls;
+  });
 }
 
 }  // namespace shardsim::sim

@@ -55,6 +55,18 @@ struct TransferPlan {
   // wire_scale(bytes), the launch and every transfer's latency corrected.
   SizeCorrection size_correction;
 
+  // visit(link, payload) for every link use of every transfer: the payload
+  // bytes it puts on the link per byte of the call's buffer.
+  template <class Visit>
+  void for_each_link_payload(Visit&& visit) const {
+    for (const Phase& phase : phases) {
+      for (const Transfer& transfer : phase.transfers) {
+        const double payload = transfer.bytes_per_hop * transfer.payload_fraction;
+        for (const LinkUse& use : transfer.links) visit(use.link, use.weight * payload);
+      }
+    }
+  }
+
   // Payload bytes that one call on `buffer_bytes` puts on each link, added
   // into `link_bytes` (indexed by LinkId) `calls` times over. What the flow
   // network tallies for the plan when nothing slows it down.

@@ -41,16 +41,9 @@ double CollectiveChoices::Group::spine_bytes_per_byte(const AlgorithmCandidate& 
   if (const auto found = spine_.find(key); found != spine_.end()) return found->second;
   double bytes = 0;
   if (layout().node_count() > 1) {
-    const auto routed = plan(choice);
-    for (const Phase& phase : routed->phases) {
-      for (const Transfer& transfer : phase.transfers) {
-        for (const LinkUse& use : transfer.links) {
-          if (owner_->cluster_.is_leaf_uplink(use.link)) {
-            bytes += use.weight * transfer.bytes_per_hop * transfer.payload_fraction;
-          }
-        }
-      }
-    }
+    plan(choice)->for_each_link_payload([&](topology::LinkId link, double payload_per_byte) {
+      if (owner_->cluster_.is_leaf_uplink(link)) bytes += payload_per_byte;
+    });
   }
   return spine_[key] = bytes;
 }
