@@ -9,6 +9,7 @@
 #include "workloads/transformer_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <optional>
 #include <stdexcept>
@@ -33,7 +34,20 @@ enum Stream : int {
 
 struct Communicators {
   std::optional<int> tensor, data, context;
+  std::optional<int> expert_parallel, expert_data;
+  int expert_stream = -1;  // after the context stream when there is one
   PipelineCommunicators pipeline;
+};
+
+// The two kinds of model state a stage reduces and gathers over different
+// groups: every module's over the data (x context) GPUs, except, under
+// expert parallelism, the routed experts' over their expert-data-parallel
+// GPUs.
+enum StateGroup : std::size_t { dense_states, expert_states };
+
+struct GradientBucket {
+  std::vector<std::size_t> modules;
+  double parameters = 0;
 };
 
 class StageBuilder : PipelineStageWriter {
@@ -77,9 +91,24 @@ class StageBuilder : PipelineStageWriter {
     return {collective(name + ".all_gather", CollectiveOp::all_gather, *comms_.tensor, partition_.boundary_gather_bytes,
                        tensor_stream, received)};
   }
+  StateGroup group_of(std::size_t module) const {
+    return partition_.modules[module].routed_experts && config_.plan.experts.parallel > 1 ? expert_states
+                                                                                          : dense_states;
+  }
+  const std::optional<int>& reducer(StateGroup group) const {
+    return group == expert_states ? comms_.expert_data : comms_.data;
+  }
+  int optimizer_factor(StateGroup group) const {
+    return group == expert_states ? partition_.expert_factors.factors.optimizer : partition_.factors.optimizer;
+  }
+  // Whether the distributed optimizer shards the group's states, so its
+  // parameters are all-gathered after the update.
+  bool distributed(StateGroup group) const { return reducer(group) && optimizer_factor(group) > 1; }
+
   void forward(const PipelinePass& pass);
   void backward(const PipelinePass& pass, bool last_of_chunk);
-  void reduce_bucket(std::vector<OpIndex> deps);
+  void close_bucket(GradientBucket& bucket);
+  void reduce_bucket(const GradientBucket& bucket, std::vector<OpIndex> deps);
   void emit_parameter_gathers(const std::vector<OpIndex>& deps);
 
   const StepConfig& config_;
@@ -87,22 +116,24 @@ class StageBuilder : PipelineStageWriter {
   const std::vector<PipelinePass>& passes_;
   RankProgram& program_;
 
-  std::vector<std::size_t> bucket_;
-  double bucket_parameters_ = 0;  // of the modules in bucket_
-  std::vector<OpIndex> reductions_;               // the optimizer waits for these
-  std::vector<std::vector<std::size_t>> deferred_;  // buckets reduced after the backward
+  std::array<GradientBucket, 2> buckets_;  // filling, per StateGroup
+  std::vector<OpIndex> reductions_;       // the optimizer waits for these
+  std::vector<GradientBucket> deferred_;  // buckets reduced after the backward
   std::vector<std::optional<OpIndex>> gather_of_module_;
   bool gather_at_start_ = false;
 };
 
-// Model-parallel calls of a kernel list go over the tensor- or the
-// context-parallel group (plans refuse expert parallelism with Megatron-LM,
+// Model-parallel calls of a kernel list go over the tensor-, the context- or
+// the expert-parallel group (plans refuse DeepSpeed-Ulysses with Megatron-LM,
 // plan.h).
 void StageBuilder::run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps) {
   OpWriter::run(list, prefix, deps, [this](CallGroup group) {
     if (group == CallGroup::tensor_parallel && comms_.tensor) return CallRoute{*comms_.tensor, tensor_stream};
     if (group == CallGroup::context_parallel && comms_.context) return CallRoute{*comms_.context, context_stream};
-    throw std::logic_error("StageBuilder: a call outside the tensor- and context-parallel groups");
+    if (group == CallGroup::expert_parallel && comms_.expert_parallel) {
+      return CallRoute{*comms_.expert_parallel, comms_.expert_stream};
+    }
+    throw std::logic_error("StageBuilder: a call outside the tensor-, context- and expert-parallel groups");
   });
 }
 
@@ -138,72 +169,84 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
     if (working > 0 && layer_done) {
       memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);
     }
-    if (last_of_chunk && comms_.data) {
-      bucket_.push_back(*it);
-      bucket_parameters_ += work.parameters;
-      if (partition_.gradient_bytes_per_value * bucket_parameters_ >= config_.plan.buckets.reduce_bytes ||
-          *it == modules.front()) {
-        if (config_.plan.overlap.optimizer_all_reduce) {
-          reduce_bucket(after_results());
-        } else {
-          deferred_.push_back(std::exchange(bucket_, {}));
-          bucket_parameters_ = 0;
-        }
+    if (!last_of_chunk) continue;
+    if (reducer(group_of(*it))) {
+      GradientBucket& bucket = buckets_[group_of(*it)];
+      bucket.modules.push_back(*it);
+      bucket.parameters += work.parameters;
+      if (partition_.gradient_bytes_per_value * bucket.parameters >= config_.plan.buckets.reduce_bytes) {
+        close_bucket(bucket);
+      }
+    }
+    if (*it == modules.front()) {
+      for (GradientBucket& bucket : buckets_) {
+        if (!bucket.modules.empty()) close_bucket(bucket);
       }
     }
   }
   send_gradients(pass, after_results());
 }
 
-// One bucket of gradients over the data-parallel group: a reduce-scatter
+void StageBuilder::close_bucket(GradientBucket& bucket) {
+  if (config_.plan.overlap.optimizer_all_reduce) {
+    reduce_bucket(std::exchange(bucket, {}), after_results());
+  } else {
+    deferred_.push_back(std::exchange(bucket, {}));
+  }
+}
+
+// One bucket of gradients over its data-parallel group: a reduce-scatter
 // into the distributed optimizer's shards, or an all-reduce.
-void StageBuilder::reduce_bucket(std::vector<OpIndex> deps) {
-  const std::vector<std::size_t> modules = std::exchange(bucket_, {});
-  double parameters = 0;
-  for (std::size_t m : modules) parameters += partition_.modules[m].parameters;
-  bucket_parameters_ = 0;
+void StageBuilder::reduce_bucket(const GradientBucket& bucket, std::vector<OpIndex> deps) {
+  const StateGroup group = group_of(bucket.modules.front());
   const std::string name =
-      "grad." + partition_.modules[modules.front()].name + (modules.size() > 1 ? "+" : "");
-  const bool distributed = partition_.factors.optimizer > 1;
-  reductions_.push_back(collective(name + (distributed ? ".reduce_scatter" : ".all_reduce"),
-                                   distributed ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, *comms_.data,
-                                   partition_.gradient_bytes_per_value * parameters, reduce_stream, deps));
+      "grad." + partition_.modules[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
+  const bool sharded = optimizer_factor(group) > 1;
+  reductions_.push_back(collective(name + (sharded ? ".reduce_scatter" : ".all_reduce"),
+                                   sharded ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, *reducer(group),
+                                   partition_.gradient_bytes_per_value * bucket.parameters, reduce_stream,
+                                   std::move(deps)));
 }
 
 // The distributed optimizer's parameter all-gathers, in buckets of whole
-// modules in forward order.
+// modules in forward order, each group's over its own GPUs.
 void StageBuilder::emit_parameter_gathers(const std::vector<OpIndex>& deps) {
   const double e = config_.training.bytes_per_value;
-  std::vector<std::size_t> pending;
-  double pending_bytes = 0;
-  std::vector<std::size_t> order;
-  for (const auto& chunk : partition_.chunks[static_cast<std::size_t>(stage_)]) order.insert(order.end(), chunk.begin(), chunk.end());
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    pending.push_back(order[k]);
-    pending_bytes += e * partition_.modules[order[k]].parameters;
-    if (k + 1 == order.size() || pending_bytes >= config_.plan.buckets.all_gather_bytes) {
-      const OpIndex op = collective("update." + partition_.modules[pending.front()].name + (pending.size() > 1 ? "+" : "") +
-                                        ".all_gather",
-                                    CollectiveOp::all_gather, *comms_.data, pending_bytes, gather_stream, deps);
-      for (std::size_t m : pending) gather_of_module_[m] = op;
-      pending.clear();
-      pending_bytes = 0;
+  std::array<GradientBucket, 2> pending;
+  const auto gather = [&](GradientBucket& bucket, StateGroup group) {
+    const OpIndex op = collective("update." + partition_.modules[bucket.modules.front()].name +
+                                      (bucket.modules.size() > 1 ? "+" : "") + ".all_gather",
+                                  CollectiveOp::all_gather, *reducer(group), e * bucket.parameters, gather_stream, deps);
+    for (std::size_t m : std::exchange(bucket, {}).modules) gather_of_module_[m] = op;
+  };
+  for (const auto& chunk : partition_.chunks[static_cast<std::size_t>(stage_)]) {
+    for (std::size_t m : chunk) {
+      const StateGroup group = group_of(m);
+      if (!distributed(group)) continue;
+      pending[group].modules.push_back(m);
+      pending[group].parameters += partition_.modules[m].parameters;
+      if (e * pending[group].parameters >= config_.plan.buckets.all_gather_bytes) gather(pending[group], group);
     }
+  }
+  for (const StateGroup group : {dense_states, expert_states}) {
+    if (!pending[group].modules.empty()) gather(pending[group], group);
   }
 }
 
 void StageBuilder::build() {
   const double psi = partition_.stage_parameters[static_cast<std::size_t>(stage_)];
+  const double psi_experts = partition_.stage_expert_parameters[static_cast<std::size_t>(stage_)];
+  // This GPU's optimizer shard: of the dense states, and of its experts' under expert parallelism.
+  const double shard = (psi - psi_experts) / optimizer_factor(dense_states) + psi_experts / optimizer_factor(expert_states);
   const double e = config_.training.bytes_per_value;
   auto& resident = program_.resident_bytes;
   resident[static_cast<std::size_t>(MemoryCategory::parameters)] = e * psi;
   resident[static_cast<std::size_t>(MemoryCategory::gradients)] = partition_.gradient_bytes_per_value * psi;
-  resident[static_cast<std::size_t>(MemoryCategory::optimizer_states)] =
-      kOptimizerStateBytesPerParameter * psi / partition_.factors.optimizer;
+  resident[static_cast<std::size_t>(MemoryCategory::optimizer_states)] = kOptimizerStateBytesPerParameter * shard;
 
   gather_of_module_.assign(partition_.modules.size(), std::nullopt);
-  const bool distributed = comms_.data && partition_.factors.optimizer > 1;
-  gather_at_start_ = distributed && config_.plan.overlap.parameter_broadcast;
+  const bool gathers = distributed(dense_states) || distributed(expert_states);
+  gather_at_start_ = gathers && config_.plan.overlap.parameter_broadcast;
   if (gather_at_start_) emit_parameter_gathers({});
 
   // A chunk's last backward is its last micro-batch's.
@@ -215,10 +258,7 @@ void StageBuilder::build() {
       backward(pass, pass.micro_batch == last_micro_batch);
     }
   }
-  for (std::vector<std::size_t>& modules : deferred_) {
-    bucket_ = std::move(modules);
-    reduce_bucket(after_results());
-  }
+  for (const GradientBucket& bucket : deferred_) reduce_bucket(bucket, after_results());
   if (comms_.pipeline.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
     reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.pipeline.embedding,
                                      partition_.gradient_bytes_per_value * partition_.tied_embedding_parameters,
@@ -228,13 +268,13 @@ void StageBuilder::build() {
   before_optimizer.insert(before_optimizer.end(), blocking_.begin(), blocking_.end());
   blocking_.clear();
   const OpIndex optimizer =
-      kernel(optimizer_step({.shard_parameters = psi / partition_.factors.optimizer,
+      kernel(optimizer_step({.shard_parameters = shard,
                              .gradient_bytes_per_value = partition_.gradient_bytes_per_value,
                              .weight_bytes_per_value = e,
                              .loss_scaling = config_.training.fp16,
                              .zeroed_gradient_bytes = partition_.gradient_bytes_per_value * psi}),  // zero_grad_buffer
              "", std::move(before_optimizer));
-  if (distributed && !gather_at_start_) emit_parameter_gathers({optimizer});
+  if (gathers && !gather_at_start_) emit_parameter_gathers({optimizer});
 }
 
 }  // namespace
@@ -290,6 +330,8 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   // which all hold the same parameters; the batch splits over data alone.
   partition.factors =
       resolve_factors(config.plan, sharding_group_size(config), config.gpus_per_node / mp.tensor, config.plan_file);
+  partition.expert_factors = resolve_expert_factors(config.plan, model.routed_experts(), partition.factors,
+                                                    sharding_group_size(config), config.plan_file);
   partition.micro_batches = gradient_accumulation_steps(config.training, config.data_parallel, config.training_file);
   if (config.plan.system == ShardingSystem::zero_pipeline && partition.micro_batches % mp.scheduling_unit != 0) {
     throw_input_error(config.plan_file, "model_parallel.scheduling_unit",
@@ -335,6 +377,7 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   partition.chunks.assign(static_cast<std::size_t>(mp.pipeline),
                           std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(mp.virtual_stages)));
   partition.stage_parameters.assign(static_cast<std::size_t>(mp.pipeline), 0.0);
+  partition.stage_expert_parameters.assign(static_cast<std::size_t>(mp.pipeline), 0.0);
   for (std::size_t m = 0; m < partition.modules.size(); ++m) {
     const int layer = partition.modules[m].layer;
     const int virtual_stage = layer < 0               ? 0
@@ -343,6 +386,9 @@ ModelParallelPartition partition_model(const StepConfig& config) {
     const int stage = virtual_stage % mp.pipeline;
     partition.chunks[static_cast<std::size_t>(stage)][static_cast<std::size_t>(virtual_stage / mp.pipeline)].push_back(m);
     partition.stage_parameters[static_cast<std::size_t>(stage)] += partition.modules[m].parameters;
+    if (partition.modules[m].routed_experts && config.plan.experts.parallel > 1) {
+      partition.stage_expert_parameters[static_cast<std::size_t>(stage)] += partition.modules[m].parameters;
+    }
   }
   if (model.tied_embeddings && mp.pipeline > 1) {
     // The last stage keeps its own copy of the word embedding for the LM head.
@@ -374,10 +420,12 @@ std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
       peak = std::max(peak, live);
     }
     const double psi = partition.stage_parameters[static_cast<std::size_t>(stage)];
+    const double psi_experts = partition.stage_expert_parameters[static_cast<std::size_t>(stage)];
     MemoryBreakdown& memory = stages[static_cast<std::size_t>(stage)];
     memory.parameters = config.training.bytes_per_value * psi;
     memory.gradients = partition.gradient_bytes_per_value * psi;
-    memory.optimizer_states = kOptimizerStateBytesPerParameter * psi / partition.factors.optimizer;
+    memory.optimizer_states = kOptimizerStateBytesPerParameter * ((psi - psi_experts) / partition.factors.optimizer +
+                                                                  psi_experts / partition.expert_factors.factors.optimizer);
     memory.activations = peak + working;
   }
   return stages;
@@ -412,6 +460,22 @@ Program compile_model_parallel_step(const StepConfig& config) {
       return std::tuple(layout.tp(r), layout.pp(r), layout.dp(r) / c);
     }));
   }
+  const int ep = config.plan.experts.parallel;
+  if (ep > 1) {
+    // A stage's d x c data and context ranks cut into expert-parallel groups
+    // and, across them, the groups holding the same experts.
+    const auto slot = [&](int r) { return topology::moe_slot(layout.dp(r), d, ep, config.plan.experts.layout); };
+    comms.expert_parallel = add(make_communicator("expert_parallel", layout.ranks(), [&](int r) {
+      return std::tuple(layout.tp(r), layout.pp(r), slot(r).replica);
+    }));
+    if (partition.expert_factors.data_parallel > 1) {
+      comms.expert_data = add(make_communicator("expert_data_parallel", layout.ranks(), [&](int r) {
+        return std::tuple(layout.tp(r), layout.pp(r), slot(r).expert);
+      }));
+    }
+    comms.expert_stream = static_cast<int>(program.streams.size());
+    program.streams.push_back("expert_all_to_all");
+  }
   comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
   const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches),
@@ -439,6 +503,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   if (!mp.gradient_accumulation_fusion) program.description["gradient_accumulation_fusion"] = false;
   if (partition.boundary_gather_bytes > 0) program.description["scatter_gather_pipeline_tensors"] = true;
   program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
+  if (ep > 1) program.description["experts"] = expert_description(config.plan, partition.expert_factors);
   return program;
 }
 

@@ -14,7 +14,18 @@
 //                        micro-batch and chunk crossing the boundary;
 //   pipeline_backward<s> the same pairs, the gradients going back;
 //   embedding            first and last stage, tied embeddings only: the
-//                        all-reduce of the word-embedding gradient both hold.
+//                        all-reduce of the word-embedding gradient both hold;
+//   expert_parallel      with experts.parallel = ep > 1 (tensor 1), per
+//                        stage the ep ranks a MoE layer's routed experts are
+//                        split over: its dispatch and combine all-to-alls,
+//                        on the expert_all_to_all stream. The stage's d x c
+//                        data and context ranks are cut as the plan's
+//                        experts.layout says (topology/placement.h); "E+D",
+//                        ep consecutive ranks, is Megatron-Core's order
+//                        tp-cp-ep-dp-pp;
+//   expert_data_parallel the d c / ep ranks of a stage holding the same
+//                        experts: their gradient reductions and parameter
+//                        gathers (Megatron-Core's expert-data-parallel group).
 //
 // Each stage runs its passes in pipeline_schedule.h's order. A forward
 // waits for its input activations (a send from the previous stage, on the
@@ -30,11 +41,15 @@
 // they are reduced in buckets of buckets.reduce_bytes (reduce-scatter with
 // the distributed optimizer, f_OS = all; all-reduce otherwise) as soon as a
 // bucket's modules are done (overlap.optimizer_all_reduce; off: after the
-// whole backward). The optimizer updates the GPU's shard; the distributed
-// optimizer then all-gathers the parameters in buckets of
-// buckets.all_gather_bytes, at the start of the next step with each module's
-// first forward waiting for its bucket (overlap.parameter_broadcast, Megatron's
-// overlap_param_gather), or at the end of this one.
+// whole backward); under expert parallelism the routed experts' gradients
+// fill buckets of their own, reduced over the expert-data-parallel group and
+// sharded over it by the distributed optimizer (Megatron-Core's
+// expert-parallel buffers). The optimizer updates the GPU's shard; the
+// distributed optimizer then all-gathers the parameters in buckets of
+// buckets.all_gather_bytes (the routed experts' apart, over their group), at
+// the start of the next step with each module's first forward waiting for
+// its bucket (overlap.parameter_broadcast, Megatron's overlap_param_gather),
+// or at the end of this one.
 #pragma once
 
 #include "workloads/memory_model.h"
@@ -110,6 +125,10 @@ struct ModelParallelPartition {
   // consecutive layers.
   std::vector<std::vector<std::vector<std::size_t>>> chunks;
   std::vector<double> stage_parameters;  // one GPU's parameters, per stage
+  // Under expert parallelism: the routed experts' part of stage_parameters
+  // (zero otherwise), and their factors over the expert-data-parallel group.
+  std::vector<double> stage_expert_parameters;
+  ExpertShardingFactors expert_factors;
   double tied_embedding_parameters = 0;  // the last stage's copy (tied, p > 1)
   double gradient_bytes_per_value = 4;   // fp32 for bf16 training under Megatron-LM
   double boundary_bytes = 0;             // activations crossing a stage boundary, each sending rank's

@@ -294,10 +294,10 @@ void check_parallelism_system(const Plan& plan, const std::string& file) {
                       "DeepSpeed-Ulysses is modelled with the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
                       "not with pipelines");
   }
-  if (plan.experts.parallel > 1 && has_pipelines(plan)) {
+  if (plan.experts.parallel > 1 && plan.system == ShardingSystem::zero_pipeline) {
     throw_input_error(file, "experts.parallel",
-                      "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, zeropp, amsp), "
-                      "not yet with Megatron-LM's or ZeroPP's model parallelism");
+                      "expert parallelism is compiled for the data-parallel systems (zero, fsdp, mics, zeropp, amsp) "
+                      "and Megatron-LM, not yet with ZeroPP's pipeline");
   }
   if (plan.experts.parallel > 1 && plan.model_parallel.ulysses > 1) {
     throw_input_error(file, "experts.parallel", "expert parallelism together with DeepSpeed-Ulysses is not modelled yet");

@@ -126,7 +126,9 @@
 // global batch is split over GPUs / u groups.
 //
 // An optional "experts" block gives a MoE model's expert parallelism under
-// the data-parallel systems (DeepSpeed-MoE's ep_size; TECHNIQUES.md section 6):
+// the data-parallel systems (DeepSpeed-MoE's ep_size; TECHNIQUES.md section 6)
+// and Megatron-LM (--expert-model-parallel-size, over the data x context
+// GPUs of a pipeline stage):
 //
 //   "experts": {"parallel": 8, "layout": "E+D", "capacity_factor": 1.0}
 //
@@ -141,8 +143,7 @@
 // each expert takes c T k / E of each rank's T tokens, its k choices each,
 // padded or cut to that (DeepSpeed-MoE's capacity_factor; routing is taken as
 // balanced, so 1 neither pads nor drops); dispatch and combine move that many
-// token copies. Any system may give it; only the data-parallel ones take
-// parallel > 1.
+// token copies. Any system may give it; all but ZeroPP take parallel > 1.
 #pragma once
 
 #include "topology/placement.h"
@@ -263,8 +264,8 @@ ShardingFactors resolve_factors(const Plan& plan, int data_parallel, int gpus_pe
 // data-parallel size and `experts`, the routed experts of each MoE layer
 // (0: a dense model, which takes no expert parallelism).
 // Throws InputError naming `file` and the field for what is not modelled
-// yet: a plan with pipelines (Megatron-LM, ZeroPP) splitting its experts
-// (experts.parallel) or under DeepSpeed-Ulysses (model_parallel.ulysses),
+// yet: ZeroPP splitting its experts (experts.parallel), a plan with pipelines
+// (Megatron-LM, ZeroPP) under DeepSpeed-Ulysses (model_parallel.ulysses),
 // and Ulysses together with expert parallelism (experts.parallel).
 void check_parallelism_system(const Plan& plan, const std::string& file);
 

@@ -653,7 +653,14 @@ StepMemory estimate_step_memory(const StepConfig& config) {
   const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
     return a.total() < b.total();
   });
-  return {*fullest, static_cast<int>(fullest - stages.begin()), {}};
+  ExpertShardingFactors experts;
+  if (config.plan.experts.parallel > 1) {  // Megatron-LM's, over the data x context GPUs as partition_model has them
+    const int group = sharding_group_size(config);
+    const ShardingFactors factors =
+        resolve_factors(config.plan, group, config.gpus_per_node / config.plan.model_parallel.tensor, config.plan_file);
+    experts = resolve_expert_factors(config.plan, config.model.routed_experts(), factors, group, config.plan_file);
+  }
+  return {*fullest, static_cast<int>(fullest - stages.begin()), experts};
 }
 
 nlohmann::json step_description(const StepConfig& config, const ShardingFactors& factors, std::int64_t micro_batches) {

@@ -108,7 +108,7 @@ Program compile_step(const StepConfig& config);
 struct StepMemory {
   MemoryBreakdown memory;
   int stage = 0;  // the fullest pipeline stage (0 without a pipeline)
-  ExpertShardingFactors experts;  // the routed experts' sharding (data-parallel systems)
+  ExpertShardingFactors experts;  // the routed experts' sharding (data-parallel systems, Megatron-LM)
 };
 StepMemory estimate_step_memory(const StepConfig& config);
 

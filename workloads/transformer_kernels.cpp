@@ -58,7 +58,6 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
                      std::to_string(c) + ")");
   }
   if (u > 1 && t > 1) throw InputError(model.name + ": DeepSpeed-Ulysses is compiled without tensor parallelism");
-  if (c > 1 && model.has_moe) throw InputError(model.name + ": MoE layers are compiled without context parallelism");
   if (c > 1 && !training.flash_attention) {
     throw InputError(model.name + ": context parallelism runs on fused (flash) attention, as Transformer Engine's does");
   }

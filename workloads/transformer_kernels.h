@@ -31,9 +31,9 @@
 // c T k / E tokens of every rank, c the plan's capacity factor (1: dropless
 // routing at even load, or DeepSpeed's capacity factor 1). Without expert parallelism (ep = 1) the experts
 // are local and nothing is sent. Backward mirrors it: two all-to-alls of
-// gradients, the second overlapping the experts' weight gradients. MoE layers
-// under tensor parallelism, and MLA layers, are refused for now (their fields
-// are parsed and kept).
+// gradients, the second overlapping the experts' weight gradients. Under
+// context parallelism T is this GPU's T / c tokens. MoE layers under tensor
+// parallelism are refused for now.
 //
 // Tensor parallelism over t GPUs (Megatron-LM, Shoeybi et al. 2019;
 // TECHNIQUES.md section 5) gives each GPU 1/t of the heads, of the MLP width
@@ -136,8 +136,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
                                             const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
 // Throws InputError (naming the model) for MLA models under tensor,
-// Ulysses or context parallelism, MoE models under tensor or context
-// parallelism, Ulysses under tensor parallelism, context parallelism without
+// Ulysses or context parallelism, MoE models under tensor parallelism,
+// Ulysses under tensor parallelism, context parallelism without
 // flash attention, heads, key/value heads or the MLP width that t does not
 // divide, heads or key/value heads that u does not divide, or a sequence
 // sequence_split_problem refuses: what transformer_modules cannot compile.

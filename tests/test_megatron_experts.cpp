@@ -1,0 +1,216 @@
+// Expert parallelism under Megatron-LM's pipelines (tensor 1): the groups
+// Megatron-Core's order gives, the bytes each group moves counted by hand,
+// model states under the expert-data-parallel sharding, and simulated steps
+// that run every op once, in order, with the members of each call together.
+#include "pipeline_checks.h"
+#include "topology/json_input.h"
+#include "topology/placement.h"
+#include "topology/presets.h"
+#include "workloads/memory_model.h"
+#include "workloads/model_parallel_step.h"
+#include "workloads/step_compiler.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace shardsim;
+using namespace shardsim::workloads;
+using topology::MoeLayout;
+
+namespace {
+
+// Four layers of eight SwiGLU experts, two per token.
+ModelSpec small_moe_model() {
+  ModelSpec model = test::small_pipeline_model(4);
+  model.name = "small-moe";
+  model.has_moe = true;
+  model.moe.experts = 8;
+  model.moe.experts_per_token = 2;
+  model.moe.expert_ffn_hidden = 704;
+  return model;
+}
+
+// Megatron-LM, tensor 1, `pipeline` stages of `data` x `context` GPUs each,
+// the experts over `expert_parallel` of them; micro-batches of one 512-token
+// sequence.
+StepConfig megatron_moe_step(int pipeline, int data, int expert_parallel, MoeLayout layout, int micro_batches = 4,
+                             int context = 1) {
+  StepConfig config = test::pipeline_step("megatron-tp4-pp4", 4, data, micro_batches);
+  config.model = small_moe_model();
+  ModelParallelism& mp = config.plan.model_parallel;
+  mp.tensor = 1;
+  mp.sequence_parallel = false;
+  mp.pipeline = pipeline;
+  mp.context = context;
+  config.plan.experts = {expert_parallel, layout};
+  return config;
+}
+
+// One SwiGLU expert: gate, up and down, h x f each.
+double expert_parameters(const ModelSpec& model) {
+  return 3.0 * static_cast<double>(model.hidden) * static_cast<double>(model.moe.expert_ffn_hidden);
+}
+
+std::vector<std::vector<int>> sorted(std::vector<std::vector<int>> groups) {
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+// Per (communicator, collective): the calls and bytes of one rank's op list.
+std::map<std::pair<std::string, CollectiveOp>, std::pair<int, double>> calls_of(const Program& program, int rank) {
+  std::map<std::pair<std::string, CollectiveOp>, std::pair<int, double>> calls;
+  for (const Op& op : program.program_of(rank).ops) {
+    if (op.kind != OpKind::collective) continue;
+    auto& [count, bytes] = calls[{program.communicators[static_cast<std::size_t>(op.communicator)].name, op.collective}];
+    ++count;
+    bytes += op.bytes;
+  }
+  return calls;
+}
+
+}  // namespace
+
+TEST_CASE("Megatron-LM's expert groups cut each stage's data-parallel GPUs as topology::moe_groups does",
+          "[moe][megatron][groups]") {
+  // Two stages of eight GPUs, ranks 0-7 and 8-15 (tensor 1: rank = dp + 8 pp).
+  for (const auto layout : {MoeLayout::expert_data, MoeLayout::data_expert}) {
+    INFO(topology::to_string(layout));
+    const Program program = compile_step(megatron_moe_step(2, 8, 4, layout));
+    const topology::MoeGroups stage = topology::moe_groups(8, 4, layout);
+    std::vector<std::vector<int>> expert_parallel, expert_data;
+    for (int pp = 0; pp < 2; ++pp) {
+      for (const auto& [all, groups] : {std::tie(expert_parallel, stage.expert_parallel),
+                                        std::tie(expert_data, stage.expert_data_parallel)}) {
+        for (std::vector<int> group : groups) {
+          for (int& rank : group) rank += 8 * pp;
+          all.push_back(group);
+        }
+      }
+    }
+    REQUIRE(sorted(test::communicator_named(program, "expert_parallel").groups) == sorted(expert_parallel));
+    REQUIRE(sorted(test::communicator_named(program, "expert_data_parallel").groups) == sorted(expert_data));
+    REQUIRE(test::communicator_named(program, "data_parallel").groups.size() == 2);  // one per stage, as without MoE
+    REQUIRE(program.description["experts"]["data_parallel"] == 2);
+  }
+  // Megatron-Core's order tp-cp-ep-dp-pp: an expert-parallel group is ep consecutive ranks.
+  const Program megatron = compile_step(megatron_moe_step(2, 8, 4, MoeLayout::expert_data));
+  REQUIRE(test::communicator_named(megatron, "expert_parallel").groups.front() == std::vector<int>{0, 1, 2, 3});
+
+  // Experts over a whole stage: each lives on one GPU, with no group to reduce over.
+  const Program whole = compile_step(megatron_moe_step(2, 8, 8, MoeLayout::expert_data));
+  REQUIRE_THROWS(test::communicator_named(whole, "expert_data_parallel"));
+  REQUIRE(whole.description["experts"]["data_parallel"] == 1);
+}
+
+TEST_CASE("Megatron-LM with expert parallelism: every group's bytes and the optimizer shard, counted by hand",
+          "[moe][megatron][bytes]") {
+  // Two stages of two layers; 8 data-parallel GPUs a stage, experts over 4,
+  // so each GPU holds 2 of the 8 experts and each expert sits on 2 GPUs.
+  const int p = 2, d = 8, ep = 4, m = 4;
+  StepConfig config = megatron_moe_step(p, d, ep, MoeLayout::expert_data, m);
+  const ModelSpec& model = config.model;
+  const double psi = static_cast<double>(count_parameters(model).total());
+  const double experts_per_gpu = model.moe.experts / ep * expert_parameters(model);  // per layer
+  const double layers_per_stage = 2;
+  const double T = 512, k = 2, h = 512, e = 2, fp32 = 4;
+
+  SECTION("distributed optimizer: reduce-scatters and all-gathers, each group over its own GPUs") {
+    const Program program = compile_step(config);
+    double dense_reduced = 0, dense_gathered = 0;
+    for (int pp = 0; pp < p; ++pp) {
+      INFO("stage " << pp);
+      const auto calls = calls_of(program, d * pp);
+      const double stage_experts = layers_per_stage * experts_per_gpu;
+      // Megatron-LM keeps bf16 gradients in fp32; bf16 parameters are gathered.
+      REQUIRE(calls.at({"expert_data_parallel", CollectiveOp::reduce_scatter}).second == Approx(fp32 * stage_experts));
+      REQUIRE(calls.at({"expert_data_parallel", CollectiveOp::all_gather}).second == Approx(e * stage_experts));
+      dense_reduced += calls.at({"data_parallel", CollectiveOp::reduce_scatter}).second / fp32;
+      dense_gathered += calls.at({"data_parallel", CollectiveOp::all_gather}).second / e;
+      // Dispatch and combine, forward and backward, per MoE layer and
+      // micro-batch, each moving every routed token copy.
+      const auto [count, bytes] = calls.at({"expert_parallel", CollectiveOp::all_to_all});
+      REQUIRE(count == 4 * layers_per_stage * m);
+      REQUIRE(bytes == Approx(count * e * T * k * h));
+      REQUIRE(calls.count({"data_parallel", CollectiveOp::all_to_all}) == 0);
+
+      // Adam's 12 bytes per parameter: the dense states over the stage's 8
+      // GPUs, the experts' over the 2 holding them.
+      const double stage_psi = program.program_of(d * pp).resident_bytes[static_cast<std::size_t>(MemoryCategory::parameters)] / e;
+      const double optimizer = 12 * ((stage_psi - stage_experts) / d + stage_experts / (d / ep));
+      REQUIRE(program.program_of(d * pp).resident_bytes[static_cast<std::size_t>(MemoryCategory::optimizer_states)] ==
+              Approx(optimizer));
+      REQUIRE(estimate_stage_memory(config)[static_cast<std::size_t>(pp)].optimizer_states == Approx(optimizer));
+    }
+    // Every parameter but the routed experts' is reduced and gathered over the data-parallel group once.
+    const double routed = model.layers * model.moe.experts * expert_parameters(model);
+    REQUIRE(dense_reduced == Approx(psi - routed));
+    REQUIRE(dense_gathered == Approx(psi - routed));
+  }
+  SECTION("without it: all-reduces of the whole gradients, nothing gathered, the optimizer states whole") {
+    config.plan.factors = {1, 1, 1};
+    const Program program = compile_step(config);
+    const auto calls = calls_of(program, 0);
+    REQUIRE(calls.at({"expert_data_parallel", CollectiveOp::all_reduce}).second ==
+            Approx(fp32 * layers_per_stage * experts_per_gpu));
+    REQUIRE(calls.count({"expert_data_parallel", CollectiveOp::all_gather}) == 0);
+    REQUIRE(calls.count({"data_parallel", CollectiveOp::all_gather}) == 0);
+    const double stage_psi = program.program_of(0).resident_bytes[static_cast<std::size_t>(MemoryCategory::parameters)] / e;
+    REQUIRE(program.program_of(0).resident_bytes[static_cast<std::size_t>(MemoryCategory::optimizer_states)] ==
+            Approx(12 * stage_psi));
+  }
+  SECTION("experts over the whole stage: their gradients stay where they are") {
+    const Program program = compile_step(megatron_moe_step(p, d, d, MoeLayout::expert_data, m));
+    for (const Op& op : program.program_of(0).ops) {
+      INFO(op.name);
+      REQUIRE_FALSE((op.kind == OpKind::collective && op.name.find("experts") != std::string::npos &&
+                     op.collective != CollectiveOp::all_to_all));
+    }
+  }
+}
+
+TEST_CASE("Megatron-LM MoE steps with expert parallelism run every op once, in order, with each call's GPUs together",
+          "[moe][megatron][causality]") {
+  struct Case {
+    std::string what;
+    StepConfig config;
+  };
+  std::vector<Case> cases = {
+      {"1F1B, E+D", megatron_moe_step(2, 8, 4, MoeLayout::expert_data)},
+      {"1F1B, D+E", megatron_moe_step(2, 8, 4, MoeLayout::data_expert)},
+      {"experts over the whole stage", megatron_moe_step(2, 8, 8, MoeLayout::expert_data)},
+      // The expert-parallel groups span the data x context GPUs.
+      {"context parallel 2", megatron_moe_step(2, 4, 8, MoeLayout::expert_data, 4, 2)},
+  };
+  Case interleaved{"interleaved, 2 chunks a stage", megatron_moe_step(2, 8, 4, MoeLayout::expert_data)};
+  interleaved.config.plan.model_parallel.virtual_stages = 2;
+  cases.push_back(interleaved);
+  Case serial{"no overlap, full recompute", megatron_moe_step(2, 8, 2, MoeLayout::expert_data)};
+  apply_overlap_level(serial.config.plan, "none");
+  serial.config.training.recompute = Recompute::full;
+  cases.push_back(serial);
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const Program program = compile_step(c.config);
+    validate_program(program);
+    test::require_consistent_step(program, test::pipeline_world());
+  }
+}
+
+TEST_CASE("expert parallelism a Megatron-LM stage cannot take, or ZeroPP, is refused with the field",
+          "[moe][megatron][errors]") {
+  // 8 experts over 8 of a stage's 4 data-parallel GPUs.
+  REQUIRE_THROWS_WITH(compile_step(megatron_moe_step(2, 4, 8, MoeLayout::expert_data)),
+                      Catch::Contains("plan.json: experts.parallel: 8 does not divide the 4 data-parallel GPUs"));
+  REQUIRE_THROWS_WITH(estimate_step_memory(megatron_moe_step(2, 4, 8, MoeLayout::expert_data)),
+                      Catch::Contains("experts.parallel"));
+  nlohmann::json plan = load_json_file(resolve_preset("zero-pipeline-pp4", "workloads/plans", "plan"));
+  plan["experts"] = {{"parallel", 8}};
+  REQUIRE_THROWS_WITH(parse_plan(plan, "zpp.json"),
+                      Catch::Contains("zpp.json: experts.parallel: expert parallelism is compiled for the "
+                                      "data-parallel systems (zero, fsdp, mics, zeropp, amsp) and Megatron-LM"));
+}
