@@ -201,6 +201,56 @@ TEST_CASE("Megatron-LM MoE steps with expert parallelism run every op once, in o
   }
 }
 
+TEST_CASE("the all-gather dispatcher gathers the expert-parallel group's tokens and reduce-scatters them back",
+          "[moe][kernels]") {
+  const ModelSpec model = small_moe_model();
+  TrainingConfig training;
+  training.sequence_length = 512;
+  training.micro_batch_size = 2;
+  training.global_batch_sequences = 2;
+  const double T = 1024, h = 512, f = 704, k = 2, e = 2;
+  for (int ep : {2, 8}) {
+    INFO("experts over " << ep);
+    const std::vector<ModuleWork> gather = transformer_modules(model, training, {}, {ep, {}, 1.0, TokenDispatcher::all_gather});
+    const std::vector<ModuleWork> exchange = transformer_modules(model, training, {}, {ep});
+    const ModuleWork& experts = gather[3];
+    REQUIRE(experts.name == "layer0.experts");
+    // Forward: gather (dispatch) then reduce-scatter (combine); backward the reverse, each of all ep ranks' T tokens.
+    std::vector<CollectiveOp> calls;
+    for (const auto* list : {&experts.forward, &experts.backward}) {
+      for (const KernelSpec& spec : *list) {
+        if (!spec.call) continue;
+        calls.push_back(spec.call->op);
+        REQUIRE(spec.call->group == CallGroup::expert_parallel);
+        REQUIRE(spec.call->bytes == e * ep * T * h);
+      }
+    }
+    REQUIRE(calls == std::vector<CollectiveOp>{CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
+                                               CollectiveOp::all_gather, CollectiveOp::reduce_scatter});
+    // The experts do the same work whichever way their tokens come.
+    const auto gemm_flops = [](const ModuleWork& work) {
+      double flops = 0;
+      for (const auto* list : {&work.forward, &work.backward}) {
+        for (const KernelSpec& spec : *list) flops += spec.kernel == KernelClass::gemm && !spec.call ? spec.flops : 0;
+      }
+      return flops;
+    };
+    REQUIRE(gemm_flops(experts) == Approx(3 * 2 * T * k * 3 * h * f));
+    REQUIRE(gemm_flops(experts) == gemm_flops(exchange[3]));
+  }
+  // Megatron-LM with the all-gather dispatcher: a consistent step.
+  StepConfig config = megatron_moe_step(2, 8, 4, MoeLayout::expert_data);
+  config.plan.experts.dispatcher = TokenDispatcher::all_gather;
+  const Program program = compile_step(config);
+  REQUIRE(program.description["experts"]["dispatcher"] == "all_gather");
+  test::require_consistent_step(program, test::pipeline_world());
+  // And ZeRO-3 with it.
+  StepConfig zero3 = test::pipeline_step("zero3", 4, 16, 2);
+  zero3.model = small_moe_model();
+  zero3.plan.experts = {8, MoeLayout::data_expert, 1.0, TokenDispatcher::all_gather};
+  test::require_consistent_step(compile_step(zero3), test::pipeline_world());
+}
+
 TEST_CASE("expert parallelism a Megatron-LM stage cannot take, or ZeroPP, is refused with the field",
           "[moe][megatron][errors]") {
   // 8 experts over 8 of a stage's 4 data-parallel GPUs.

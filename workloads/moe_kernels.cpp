@@ -40,38 +40,66 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ExpertParalle
   const double local_experts = E / ep;
   const double copies = parallelism.capacity_factor * T * k;  // this rank's routed token copies
   const double m = ep * copies / E;
-  const double routed_bytes = x.e * copies * h;
+  const KernelSpec first_gemm = grouped_gemm(first, x, local_experts, m, first_out, h);
+  const KernelSpec first_dgrad = grouped_gemm(first + ".dgrad", x, local_experts, m, h, first_out);
+  const KernelSpec first_wgrad = weight_half(grouped_gemm(first + ".wgrad", x, local_experts, h, first_out, m));
+  const KernelSpec down = grouped_gemm("down", x, local_experts, m, h, f);
+  const KernelSpec down_dgrad = grouped_gemm("down.dgrad", x, local_experts, m, f, h);
+  const KernelSpec down_wgrad = weight_half(grouped_gemm("down.wgrad", x, local_experts, f, h, m));
+  const KernelSpec activate = elementwise(activation, x, activation_reads * copies * f);
+  const KernelSpec activate_backward = elementwise(activation + ".backward", x, activation_backward * copies * f);
   const bool exchange = ep > 1;
-  const auto all_to_all = [&](std::vector<KernelSpec>& list, const std::string& name) {
-    if (exchange) {
-      list.push_back(group_call(name + ".all_to_all", CallGroup::expert_parallel, CollectiveOp::all_to_all, routed_bytes));
-    }
-  };
   const int after_exchange = exchange ? 1 : 0;
-  experts.forward.push_back(elementwise("permute", x, T * h + copies * h));
-  all_to_all(experts.forward, "dispatch");
-  experts.forward.push_back(
-      waiting_for_call(grouped_gemm(first, x, local_experts, m, first_out, h), after_exchange));
-  experts.forward.push_back(elementwise(activation, x, activation_reads * copies * f));
-  experts.forward.push_back(grouped_gemm("down", x, local_experts, m, h, f));
-  all_to_all(experts.forward, "combine");
-  // Each token's k outputs weighted and summed, then the residual.
-  experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, copies * h + T * h), after_exchange));
-  experts.forward.push_back(residual_add("residual", x, T * h));
+  const auto call = [&](std::vector<KernelSpec>& list, const std::string& name, CollectiveOp op, double bytes) {
+    if (exchange) list.push_back(group_call(name + "." + std::string(to_string(op)), CallGroup::expert_parallel, op, bytes));
+  };
 
-  experts.backward.push_back(residual_add("residual.backward", x, T * h));
-  experts.backward.push_back(elementwise("unpermute.backward", x, T * h + copies * h));
-  all_to_all(experts.backward, "combine.backward");
+  if (parallelism.dispatcher == TokenDispatcher::all_to_all) {
+    // Each token copy goes to its expert's rank and comes back.
+    const double routed_bytes = x.e * copies * h;
+    experts.forward = {elementwise("permute", x, T * h + copies * h)};
+    call(experts.forward, "dispatch", CollectiveOp::all_to_all, routed_bytes);
+    experts.forward.push_back(waiting_for_call(first_gemm, after_exchange));
+    experts.forward.insert(experts.forward.end(), {activate, down});
+    call(experts.forward, "combine", CollectiveOp::all_to_all, routed_bytes);
+    // Each token's k outputs weighted and summed, then the residual.
+    experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, copies * h + T * h), after_exchange));
+    experts.forward.push_back(residual_add("residual", x, T * h));
+
+    experts.backward = {residual_add("residual.backward", x, T * h),
+                        elementwise("unpermute.backward", x, T * h + copies * h)};
+    call(experts.backward, "combine.backward", CollectiveOp::all_to_all, routed_bytes);
+    experts.backward.push_back(waiting_for_call(down_dgrad, after_exchange));
+    experts.backward.insert(experts.backward.end(), {down_wgrad, activate_backward, first_dgrad});
+    call(experts.backward, "dispatch.backward", CollectiveOp::all_to_all, routed_bytes);
+    // The weight gradient runs while the input gradients travel back.
+    experts.backward.push_back(first_wgrad);
+    experts.backward.push_back(waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange));
+    return;
+  }
+  // Megatron-Core's MoEAllGatherTokenDispatcher: every rank gathers the ep
+  // ranks' T tokens and picks the copies its experts take; their outputs are
+  // summed into the ep T gathered rows, reduce-scattered back to each rank's
+  // T. Backward, each call's gradient is the other.
+  const double gathered_bytes = x.e * ep * T * h;
+  const double gathered = ep * T * h;  // values of the gathered tokens
+  call(experts.forward, "dispatch", CollectiveOp::all_gather, gathered_bytes);
+  experts.forward.push_back(waiting_for_call(elementwise("permute", x, gathered + copies * h), after_exchange));
+  experts.forward.insert(experts.forward.end(),
+                         {first_gemm, activate, down, elementwise("unpermute", x, copies * h + gathered)});
+  call(experts.forward, "combine", CollectiveOp::reduce_scatter, gathered_bytes);
+  experts.forward.push_back(waiting_for_call(residual_add("residual", x, T * h), after_exchange));
+
+  experts.backward = {residual_add("residual.backward", x, T * h)};
+  call(experts.backward, "combine.backward", CollectiveOp::all_gather, gathered_bytes);
   experts.backward.push_back(
-      waiting_for_call(grouped_gemm("down.dgrad", x, local_experts, m, f, h), after_exchange));
-  experts.backward.push_back(weight_half(grouped_gemm("down.wgrad", x, local_experts, f, h, m)));
-  experts.backward.push_back(elementwise(activation + ".backward", x, activation_backward * copies * f));
-  experts.backward.push_back(grouped_gemm(first + ".dgrad", x, local_experts, m, h, first_out));
-  all_to_all(experts.backward, "dispatch.backward");
-  // The weight gradient runs while the input gradients travel back.
-  experts.backward.push_back(weight_half(grouped_gemm(first + ".wgrad", x, local_experts, h, first_out, m)));
-  experts.backward.push_back(
-      waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange));
+      waiting_for_call(elementwise("unpermute.backward", x, gathered + copies * h), after_exchange));
+  experts.backward.insert(experts.backward.end(), {down_dgrad, down_wgrad, activate_backward, first_dgrad,
+                                                   elementwise("permute.backward", x, copies * h + gathered)});
+  // The weight gradient runs while the input gradients are reduced; the
+  // next module's first kernel waits for them.
+  call(experts.backward, "dispatch.backward", CollectiveOp::reduce_scatter, gathered_bytes);
+  experts.backward.push_back(first_wgrad);
 }
 
 }  // namespace shardsim::workloads

@@ -1,9 +1,12 @@
 // A MoE layer's kernels: a router, optional shared experts, and the routed
-// experts as grouped GEMMs between the all-to-alls that dispatch tokens to
-// their experts' ranks and combine them back.
+// experts as grouped GEMMs between the calls of the plan's token dispatcher
+// (plan.h): all-to-alls that send each token copy to its expert's rank and
+// back, or an all-gather of the expert-parallel group's tokens and a
+// reduce-scatter of their outputs (Megatron-Core's allgather dispatcher).
 #pragma once
 
 #include "workloads/kernel_specs.h"
+#include "workloads/plan.h"
 
 namespace shardsim::workloads {
 

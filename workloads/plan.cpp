@@ -209,6 +209,11 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
     plan.experts.parallel = static_cast<int>(parallel);
     if (experts.has("layout")) plan.experts.layout = topology::parse_moe_layout(experts.choice("layout", {"E+D", "D+E"}));
     if (experts.has("capacity_factor")) plan.experts.capacity_factor = experts.positive_number("capacity_factor");
+    if (experts.has("dispatcher")) {
+      plan.experts.dispatcher = experts.choice("dispatcher", {"all_to_all", "all_gather"}) == "all_gather"
+                                    ? TokenDispatcher::all_gather
+                                    : TokenDispatcher::all_to_all;
+    }
     experts.finish();
   }
   check_parallelism_system(plan, file);

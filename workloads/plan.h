@@ -143,7 +143,11 @@
 // each expert takes c T k / E of each rank's T tokens, its k choices each,
 // padded or cut to that (DeepSpeed-MoE's capacity_factor; routing is taken as
 // balanced, so 1 neither pads nor drops); dispatch and combine move that many
-// token copies. Any system may give it; all but ZeroPP take parallel > 1.
+// token copies. dispatcher (optional, "all_to_all"): "all_to_all" sends each
+// token copy to its expert's GPU and back (DeepSpeed-MoE, Megatron-Core's
+// alltoall); "all_gather" gathers every GPU's tokens of the expert-parallel
+// group and reduce-scatters the outputs back (Megatron-Core's allgather, its
+// default). Any system may give the block; all but ZeroPP take parallel > 1.
 #pragma once
 
 #include "topology/placement.h"
@@ -221,10 +225,14 @@ struct ModelParallelism {
   bool any() const { return tensor > 1 || pipeline > 1 || context > 1; }
 };
 
+// How a MoE layer's tokens reach their experts' GPUs (moe_kernels.h).
+enum class TokenDispatcher : std::uint8_t { all_to_all, all_gather };
+
 struct ExpertParallelism {
   int parallel = 1;
   topology::MoeLayout layout = topology::MoeLayout::expert_data;
   double capacity_factor = 1.0;
+  TokenDispatcher dispatcher = TokenDispatcher::all_to_all;
 };
 
 struct Plan {

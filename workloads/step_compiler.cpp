@@ -689,6 +689,7 @@ nlohmann::json expert_description(const Plan& plan, const ExpertShardingFactors&
           {"layout", topology::to_string(plan.experts.layout)},
           {"data_parallel", experts.data_parallel},
           {"capacity_factor", plan.experts.capacity_factor},
+          {"dispatcher", plan.experts.dispatcher == TokenDispatcher::all_gather ? "all_gather" : "all_to_all"},
           {"factors", {{"parameters", f.parameters}, {"gradients", f.gradients}, {"optimizer", f.optimizer}}}};
 }
 

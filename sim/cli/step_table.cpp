@@ -43,10 +43,12 @@ void print_ulysses_line(int ulysses) {
 
 void print_experts_line(const nlohmann::json& experts) {
   const nlohmann::json& f = experts.at("factors");
-  std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those; capacity factor %g\n",
+  const std::string dispatcher = experts.value("dispatcher", "all_to_all");
+  std::printf("# experts: %s over %d GPUs, each expert on %d; f_P %d, f_G %d, f_OS %d over those; capacity factor %g%s\n",
               experts.at("layout").get<std::string>().c_str(), experts.at("parallel").get<int>(),
               experts.at("data_parallel").get<int>(), f.at("parameters").get<int>(), f.at("gradients").get<int>(),
-              f.at("optimizer").get<int>(), experts.at("capacity_factor").get<double>());
+              f.at("optimizer").get<int>(), experts.at("capacity_factor").get<double>(),
+              dispatcher == "all_gather" ? "; tokens all-gathered" : "");
 }
 
 void print_step_table(const std::string& title, const workloads::Program& program, const sim::StepTimeline& timeline, const sim::StepSummary& summary,
