@@ -258,7 +258,8 @@ TEST_CASE("launches shardsim cannot simulate are refused naming the file and the
        "--pipeline-model-parallel-size (line 1): tensor x pipeline x context = 12 does not divide the 16 GPUs"},
       {"--micro-batch-size 1 --context-parallel-size 3",
        "--context-parallel-size (line 1): tensor x pipeline x context = 3 does not divide the 16 GPUs"},
-      {"--micro-batch-size 1 --expert-model-parallel-size 2", "--expert-model-parallel-size (line 1): expert parallelism"},
+      {"--micro-batch-size 1 --expert-model-parallel-size 2",
+       "--expert-model-parallel-size (line 1): model llama-7b has no MoE layers"},
       {"--micro-batch-size 1 --use-torch-fsdp2", "--use-torch-fsdp2 (line 1): Megatron's FSDP"},
       {"--micro-batch-size 1 --use-distributed-optimizer --overlap-param-gather",
        "--overlap-param-gather (line 1): needs --use-distributed-optimizer and --overlap-grad-reduce"},
@@ -295,4 +296,46 @@ TEST_CASE("launches shardsim cannot simulate are refused naming the file and the
   }
   REQUIRE_THROWS_WITH(load_megatron_args("missing.sh", load_model("llama-7b"), base_training(), 16, 8),
                       Catch::Contains("missing.sh: no such Megatron-LM launch file or preset"));
+}
+
+TEST_CASE("a Megatron-Core MoE launch becomes expert parallelism over a stage's data-parallel GPUs",
+          "[megatron-args][moe]") {
+  // Mixtral-8x7B on 256 GPUs, 4 stages of 64.
+  const std::string launch = "--pipeline-model-parallel-size 4 --num-experts 8 --moe-router-topk 2 "
+                             "--moe-ffn-hidden-size 14336 --expert-model-parallel-size 8 --use-distributed-optimizer ";
+  const MegatronJob alltoall = import(launch + "--moe-token-dispatcher-type alltoall", "mixtral-8x7b", 256);
+  REQUIRE(alltoall.plan.experts.parallel == 8);
+  REQUIRE(alltoall.plan.experts.layout == topology::MoeLayout::expert_data);  // Megatron-Core's tp-cp-ep-dp-pp
+  REQUIRE(alltoall.plan.experts.dispatcher == TokenDispatcher::all_to_all);
+  REQUIRE(alltoall.plan.experts.capacity_factor == 1.0);
+  REQUIRE(alltoall.data_parallel == 64);
+  // Megatron-Core's default dispatcher gathers the tokens.
+  REQUIRE(import(launch, "mixtral-8x7b", 256).plan.experts.dispatcher == TokenDispatcher::all_gather);
+
+  // A capacity factor matters at balanced routing when it drops tokens or pads the experts' inputs.
+  REQUIRE(import(launch + "--moe-expert-capacity-factor 0.5", "mixtral-8x7b", 256).plan.experts.capacity_factor == 0.5);
+  REQUIRE(import(launch + "--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", "mixtral-8x7b", 256)
+              .plan.experts.capacity_factor == 1.25);
+  const MegatronJob unpadded = import(launch + "--moe-expert-capacity-factor 1.25", "mixtral-8x7b", 256);
+  REQUIRE(unpadded.plan.experts.capacity_factor == 1.0);
+  REQUIRE_THAT(unpadded.notes.at(0), Catch::Contains("--moe-expert-capacity-factor above 1 drops no tokens"));
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--expert-model-parallel-size 3", "--expert-model-parallel-size (line 1): 3 does not divide model "
+                                         "mixtral-8x7b's 8 experts"},
+      {"--pipeline-model-parallel-size 4 --expert-model-parallel-size 8",
+       "--expert-model-parallel-size (line 1): 8 does not divide the 4 data x context-parallel GPUs of a pipeline stage"},
+      {"--expert-model-parallel-size 2 --expert-tensor-parallel-size 2",
+       "--expert-tensor-parallel-size (line 1): tensor parallelism inside the experts is not modelled"},
+      {"--expert-model-parallel-size 2 --moe-token-dispatcher-type flex",
+       "--moe-token-dispatcher-type (line 1): flex is not modelled"},
+      {"--moe-router-topk 4", "--moe-router-topk (line 1): 4, but model mixtral-8x7b has experts_per_token 2"},
+      {"--moe-ffn-hidden-size 4096", "--moe-ffn-hidden-size (line 1): 4096, but model mixtral-8x7b has "
+                                     "expert_ffn_hidden 14336"},
+      {"--moe-expert-capacity-factor -1", "--moe-expert-capacity-factor (line 1): must be a positive number"},
+  };
+  for (const auto& [text, message] : refused) {
+    INFO(text);
+    REQUIRE_THAT(refusal("--micro-batch-size 1 " + text, "mixtral-8x7b"), Catch::Contains(message));
+  }
 }

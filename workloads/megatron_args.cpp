@@ -27,7 +27,8 @@ const std::set<std::string> kSwitches = {
     "group_query_attention", "disable_bias_linear",    "use_torch_fsdp2",
     "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
-    "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline"};
+    "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline", "moe_pad_expert_input_to_capacity",
+    "moe_grouped_gemm"};
 
 bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -135,6 +136,13 @@ class FlagReader {
     if (*number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
     return number;
   }
+  std::optional<double> positive_number(const std::string& field) const {
+    const auto value = text(field);
+    if (!value) return std::nullopt;
+    const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
+    if (!number || !(*number > 0 && *number < 1e6)) fail(field, "must be a positive number, got \"" + *value + "\"");
+    return number;
+  }
   std::optional<double> probability(const std::string& field) const {
     const auto value = text(field);
     if (!value) return std::nullopt;
@@ -179,6 +187,10 @@ void check_model(const FlagReader& flags, const ModelSpec& model) {
   given("kv_channels", model.head_dim, "head_dim");
   if (flags.on("group_query_attention")) given("num_query_groups", model.kv_heads, "kv_heads");
   if (const auto experts = flags.integer("num_experts")) expect("num_experts", *experts, model.moe.experts, "experts");
+  if (model.has_moe) {
+    given("moe_router_topk", model.moe.experts_per_token, "experts_per_token");
+    given("moe_ffn_hidden_size", model.moe.expert_ffn_hidden, "expert_ffn_hidden");
+  }
 
   // Megatron requires these three; with them the file is a whole launch and
   // Megatron's defaults stand for what it leaves out.
@@ -230,6 +242,47 @@ void check_model(const FlagReader& flags, const ModelSpec& model) {
   }
 }
 
+// Megatron-Core's MoE flags: experts over --expert-model-parallel-size of a
+// stage's data x context GPUs (its order tp-cp-ep-dp-pp, shardsim's "E+D"),
+// tokens dispatched as --moe-token-dispatcher-type says (allgather by
+// default), and a capacity factor that pads or drops only where Megatron's
+// would at balanced routing.
+template <typename Note>
+ExpertParallelism read_expert_parallelism(const FlagReader& flags, const ModelSpec& model, int data_context_gpus,
+                                          const Note& note) {
+  ExpertParallelism experts;
+  flags.refuse_above_one("expert_tensor_parallel_size", "tensor parallelism inside the experts is not modelled");
+  const int ep = static_cast<int>(flags.integer("expert_model_parallel_size").value_or(1));
+  if (ep > 1 && !model.has_moe) flags.fail("expert_model_parallel_size", "model " + model.name + " has no MoE layers");
+  if (ep > 1 && model.moe.experts % ep != 0) {
+    flags.fail("expert_model_parallel_size", std::to_string(ep) + " does not divide model " + model.name + "'s " +
+                                                 std::to_string(model.moe.experts) + " experts");
+  }
+  if (data_context_gpus % ep != 0) {
+    flags.fail("expert_model_parallel_size", std::to_string(ep) + " does not divide the " +
+                                                 std::to_string(data_context_gpus) +
+                                                 " data x context-parallel GPUs of a pipeline stage");
+  }
+  experts.parallel = ep;
+  const std::string dispatcher =
+      flags.choice("moe_token_dispatcher_type", {"allgather", "alltoall", "flex", "alltoall_seq"}).value_or("allgather");
+  if (dispatcher == "flex" || dispatcher == "alltoall_seq") {
+    flags.fail("moe_token_dispatcher_type", dispatcher + " is not modelled: use alltoall or allgather");
+  }
+  experts.dispatcher = dispatcher == "alltoall" ? TokenDispatcher::all_to_all : TokenDispatcher::all_gather;
+  if (const auto capacity = flags.positive_number("moe_expert_capacity_factor")) {
+    // Routing is taken as balanced: a capacity above 1 changes nothing unless
+    // Megatron pads every expert's input to it.
+    const bool pad = flags.on("moe_pad_expert_input_to_capacity");
+    experts.capacity_factor = pad || *capacity < 1 ? *capacity : 1.0;
+    if (!pad && *capacity > 1) {
+      note("--moe-expert-capacity-factor above 1 drops no tokens at balanced routing and pads none without "
+           "--moe-pad-expert-input-to-capacity: simulated as 1");
+    }
+  }
+  return experts;
+}
+
 }  // namespace
 
 MegatronFlags read_megatron_flags(const std::string& text) {
@@ -262,9 +315,6 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
                       "no --flag found: expected Megatron-LM's, e.g. --tensor-model-parallel-size 8 --micro-batch-size 1");
   }
   check_model(flags, model);
-  flags.refuse_above_one("expert_model_parallel_size",
-                         "expert parallelism is modelled under the data-parallel systems only (plan \"experts\" "
-                         "block), not yet with Megatron-LM's tensor and pipeline parallelism");
   if (flags.has("pipeline_model_parallel_layout")) {
     flags.fail("pipeline_model_parallel_layout",
                "a layer-by-layer layout is not read: give the split as --decoder-first/last-pipeline-num-layers or "
@@ -365,6 +415,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
     flags.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce (Megatron asserts it)");
   }
   plan.factors = FactorSpec{1, 1, distributed ? 0 : 1};  // 0 = all
+  plan.experts = read_expert_parallelism(flags, model, mp.context * job.data_parallel, note);
   plan.overlap = {true, overlap_reduce, overlap_gather};
   plan.as_implemented = true;
 

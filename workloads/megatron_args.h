@@ -32,13 +32,21 @@
 //     or block over every layer of a virtual stage), use_flash_attn /
 //     attention_backend. A field the flags do not give keeps the training
 //     config's value.
+//   experts (MoE models): parallel = expert_model_parallel_size over a
+//     stage's data x context GPUs, layout "E+D" (Megatron-Core's order
+//     tp-cp-ep-dp-pp), dispatcher from moe_token_dispatcher_type (allgather,
+//     Megatron's default, or alltoall), capacity_factor from
+//     moe_expert_capacity_factor where balanced routing would feel it (below
+//     1, or with moe_pad_expert_input_to_capacity).
 //   DP = GPUs / (TP x PP x CP).
-// Refused with InputError naming the file and the flag: context or expert
-// parallelism above 1, uneven pipeline stages, Megatron's own FSDP, partial
-// block recompute (none of them modelled), and a launch whose model flags
-// contradict the model simulated. The model is checked against num_layers,
-// hidden_size, num_attention_heads, ffn_hidden_size, num_query_groups and
-// kv_channels where given; when the file names the three Megatron requires
+// Refused with InputError naming the file and the flag: expert tensor
+// parallelism above 1, the flex and alltoall_seq dispatchers, a layer-by-layer
+// pipeline layout, Megatron's own FSDP, partial block recompute (none of
+// them modelled), and a launch whose model flags contradict the model
+// simulated. The model is checked against num_layers, hidden_size,
+// num_attention_heads, ffn_hidden_size, num_query_groups, kv_channels,
+// num_experts, moe_router_topk and moe_ffn_hidden_size where given; when the
+// file names the three Megatron requires
 // (num_layers, hidden_size, num_attention_heads) it describes the whole
 // model, and Megatron's defaults for what it leaves out are checked too
 // (tied embeddings unless untie_embeddings_and_output_weights, learned
