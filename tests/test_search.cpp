@@ -243,43 +243,66 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
   }
 }
 
-TEST_CASE("a MoE model's data-parallel plans are tried under each expert parallelism, in both layouts", "[search]") {
+TEST_CASE("a MoE model's data-parallel plans are tried under each expert parallelism, in both layouts; "
+          "Megatron-LM's without tensor parallelism in its own", "[search]") {
   TinySearch tiny;
   tiny.request.space.amsp = false;
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.bucket_bytes = {1e9};
   tiny.request.space.ulysses = {1};
+  struct Seen {
+    std::map<std::pair<int, std::string>, int> data_parallel;  // (expert parallelism, layout) -> candidates
+    std::map<std::pair<std::string, int>, int> pipelines;      // (system, expert parallelism) -> candidates
+    int megatron_on_8_gpu_stages = 0;                          // Megatron-LM, tensor 1, 8 data x context GPUs a stage
+  };
   const auto count = [&](const workloads::ModelSpec& model) {
-    std::map<std::pair<int, std::string>, int> seen;  // (expert parallelism, layout) -> data-parallel candidates
-    int pipelines = 0;
+    Seen seen;
     for (const auto& c : sim::enumerate_candidates(tiny.request.space, model, tiny.request.training, *tiny.cluster, 16)) {
+      const int ep = c.plan.experts.parallel;
       if (c.plan.model_parallel.any()) {
-        // Pipelines keep their experts local; MoE layers take no tensor parallelism yet.
-        CHECK(c.plan.experts.parallel == 1);
-        if (model.has_moe) CHECK(c.plan.model_parallel.tensor == 1);
-        pipelines += c.plan.model_parallel.tensor == 1;
+        if (c.plan.model_parallel.tensor > 1) {
+          CHECK_FALSE(model.has_moe);  // MoE layers take no tensor parallelism yet
+          continue;
+        }
+        if (ep > 1) {
+          // Megatron-Core's order and its recommended dispatcher.
+          CHECK(c.plan.experts.layout == topology::MoeLayout::expert_data);
+          CHECK(c.plan.experts.dispatcher == workloads::TokenDispatcher::all_to_all);
+          CHECK(c.plan.name.find("+ep" + std::to_string(ep)) != std::string::npos);
+        }
+        ++seen.pipelines[{workloads::to_string(c.plan.system), ep}];
+        const bool stage_of_8 = 16 / c.plan.model_parallel.pipeline == 8;
+        seen.megatron_on_8_gpu_stages += ep == 1 && stage_of_8 && c.plan.system == workloads::ShardingSystem::megatron;
         continue;
       }
-      ++seen[{c.plan.experts.parallel, std::string(topology::to_string(c.plan.experts.layout))}];
+      ++seen.data_parallel[{ep, std::string(topology::to_string(c.plan.experts.layout))}];
     }
-    return std::pair{seen, pipelines};
+    return seen;
   };
-  const auto [dense, dense_pipelines] = count(tiny.request.model);
-  REQUIRE(dense.size() == 1);
+  const Seen dense = count(tiny.request.model);
+  REQUIRE(dense.data_parallel.size() == 1);
   workloads::ModelSpec moe = tiny.request.model;
   moe.has_moe = true;
   moe.moe = {8, 2, 1024, 0, 0, 0};
-  const auto [by_experts, moe_pipelines] = count(moe);
-  const int systems = dense.begin()->second;
+  const Seen by_experts = count(moe);
+  const int systems = dense.data_parallel.begin()->second;
   // By default 1 and the node's 8 GPUs, the latter in E+D and in D+E.
-  REQUIRE(by_experts == std::map<std::pair<int, std::string>, int>{
-                            {{1, "E+D"}, systems}, {{8, "E+D"}, systems}, {{8, "D+E"}, systems}});
-  REQUIRE(moe_pipelines == dense_pipelines);  // the TP-free ones
-  REQUIRE(moe_pipelines > 0);
+  REQUIRE(by_experts.data_parallel == std::map<std::pair<int, std::string>, int>{
+                                          {{1, "E+D"}, systems}, {{8, "E+D"}, systems}, {{8, "D+E"}, systems}});
+  // The TP-free pipelines with their experts local, and Megatron-LM's also
+  // over 8 GPUs where a stage has 8.
+  const int megatron = dense.pipelines.at({"megatron", 1}), zero_pipeline = dense.pipelines.at({"zero_pipeline", 1});
+  REQUIRE(dense.megatron_on_8_gpu_stages > 0);
+  REQUIRE(by_experts.pipelines == std::map<std::pair<std::string, int>, int>{{{"megatron", 1}, megatron},
+                                                                             {{"megatron", 8}, dense.megatron_on_8_gpu_stages},
+                                                                             {{"zero_pipeline", 1}, zero_pipeline}});
   tiny.request.space.expert_parallel = {2, 16};  // 16 does not divide 8 experts
-  const auto [chosen, chosen_pipelines] = count(moe);
-  REQUIRE(chosen == std::map<std::pair<int, std::string>, int>{{{2, "E+D"}, systems}, {{2, "D+E"}, systems}});
+  const Seen chosen = count(moe);
+  REQUIRE(chosen.data_parallel ==
+          std::map<std::pair<int, std::string>, int>{{{2, "E+D"}, systems}, {{2, "D+E"}, systems}});
+  REQUIRE(chosen.pipelines.count({"megatron", 2}) == 1);
+  REQUIRE(chosen.pipelines.count({"megatron", 1}) == 0);
 }
 
 TEST_CASE("the data-parallel plans are tried under DeepSpeed-Ulysses, the batch split over GPUs / u replicas",

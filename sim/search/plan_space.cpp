@@ -284,17 +284,21 @@ std::string bytes_label(double bytes) {
   return text;
 }
 
+// The expert-parallel sizes to try (plan_space.h).
+std::vector<int> expert_parallel_sizes(const SearchSpace& space, const workloads::ModelSpec& model, int gpus_per_node) {
+  if (!space.expert_parallel.empty()) return space.expert_parallel;
+  return {1, std::min(model.routed_experts(), gpus_per_node)};
+}
+
 // Each data-parallel system under each expert parallelism the space and the
 // model allow (plan_space.h).
 std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const SearchSpace& space,
                                           const workloads::ModelSpec& model, int gpus, int gpus_per_node) {
   if (!model.has_moe) return systems;
   const int experts = model.routed_experts();
-  std::vector<int> sizes = space.expert_parallel;
-  if (sizes.empty()) sizes = {1, std::min(experts, gpus_per_node)};
   std::vector<Plan> plans;
   for (const Plan& system : systems) {
-    for (int ep : sizes) {
+    for (int ep : expert_parallel_sizes(space, model, gpus_per_node)) {
       if (ep == 1) {
         plans.push_back(system);
         continue;
@@ -306,6 +310,31 @@ std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const Searc
         plan.name += "+ep" + std::to_string(ep) + ":" + std::string(topology::to_string(layout));
         plans.push_back(std::move(plan));
       }
+    }
+  }
+  return plans;
+}
+
+// Each Megatron-LM layout without tensor parallelism (MoE layers take none)
+// under each expert parallelism the space and the model allow, in
+// Megatron-Core's order (E+D) with its all-to-all dispatcher; layouts with
+// tensor parallelism are dropped (plan_space.h).
+std::vector<Plan> with_megatron_expert_parallelism(std::vector<Plan> layouts, const SearchSpace& space,
+                                                   const workloads::ModelSpec& model, int gpus, int gpus_per_node) {
+  if (!model.has_moe) return layouts;
+  std::vector<Plan> plans;
+  for (const Plan& layout : layouts) {
+    if (layout.model_parallel.tensor > 1) continue;
+    const int stage_gpus = gpus / layout.model_parallel.pipeline;  // data x context
+    for (int ep : expert_parallel_sizes(space, model, gpus_per_node)) {
+      if (model.routed_experts() % ep != 0 || stage_gpus % ep != 0) continue;
+      Plan plan = layout;
+      if (ep > 1) {
+        plan.experts = {ep, topology::MoeLayout::expert_data, 1.0, workloads::TokenDispatcher::all_to_all};
+        plan.name += "+ep" + std::to_string(ep);
+        plan.sources.front() += ", experts over " + std::to_string(ep) + " GPUs (E+D, all-to-all dispatcher)";
+      }
+      plans.push_back(std::move(plan));
     }
   }
   return plans;
@@ -366,7 +395,10 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
   std::vector<Plan> plans = with_ulysses(with_expert_parallelism(systems(space, gpus, per_node), space, model, gpus, per_node),
                                         space, model, training, gpus, per_node);
   if (space.megatron) {
-    for (Plan& plan : megatron_plans(space, model, training, gpus, per_node)) plans.push_back(std::move(plan));
+    for (Plan& plan : with_megatron_expert_parallelism(megatron_plans(space, model, training, gpus, per_node), space,
+                                                       model, gpus, per_node)) {
+      plans.push_back(std::move(plan));
+    }
   }
   if (space.zero_pipeline) {
     for (Plan& plan : zero_pipeline_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
