@@ -45,7 +45,8 @@ struct Communicators {
 // GPUs.
 enum StateGroup : std::size_t { dense_states, expert_states };
 
-struct GradientBucket {
+// Modules whose gradients (or parameters) go in one call.
+struct ModuleBucket {
   std::vector<std::size_t> modules;
   double parameters = 0;
 };
@@ -107,8 +108,8 @@ class StageBuilder : PipelineStageWriter {
 
   void forward(const PipelinePass& pass);
   void backward(const PipelinePass& pass, bool last_of_chunk);
-  void close_bucket(GradientBucket& bucket);
-  void reduce_bucket(const GradientBucket& bucket, std::vector<OpIndex> deps);
+  void close_bucket(ModuleBucket& bucket);
+  void reduce_bucket(const ModuleBucket& bucket, std::vector<OpIndex> deps);
   void emit_parameter_gathers(const std::vector<OpIndex>& deps);
 
   const StepConfig& config_;
@@ -116,9 +117,9 @@ class StageBuilder : PipelineStageWriter {
   const std::vector<PipelinePass>& passes_;
   RankProgram& program_;
 
-  std::array<GradientBucket, 2> buckets_;  // filling, per StateGroup
+  std::array<ModuleBucket, 2> buckets_;  // filling, per StateGroup
   std::vector<OpIndex> reductions_;       // the optimizer waits for these
-  std::vector<GradientBucket> deferred_;  // buckets reduced after the backward
+  std::vector<ModuleBucket> deferred_;  // buckets reduced after the backward
   std::vector<std::optional<OpIndex>> gather_of_module_;
   bool gather_at_start_ = false;
 };
@@ -171,7 +172,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
     }
     if (!last_of_chunk) continue;
     if (reducer(group_of(*it))) {
-      GradientBucket& bucket = buckets_[group_of(*it)];
+      ModuleBucket& bucket = buckets_[group_of(*it)];
       bucket.modules.push_back(*it);
       bucket.parameters += work.parameters;
       if (partition_.gradient_bytes_per_value * bucket.parameters >= config_.plan.buckets.reduce_bytes) {
@@ -179,7 +180,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
       }
     }
     if (*it == modules.front()) {
-      for (GradientBucket& bucket : buckets_) {
+      for (ModuleBucket& bucket : buckets_) {
         if (!bucket.modules.empty()) close_bucket(bucket);
       }
     }
@@ -187,7 +188,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
   send_gradients(pass, after_results());
 }
 
-void StageBuilder::close_bucket(GradientBucket& bucket) {
+void StageBuilder::close_bucket(ModuleBucket& bucket) {
   if (config_.plan.overlap.optimizer_all_reduce) {
     reduce_bucket(std::exchange(bucket, {}), after_results());
   } else {
@@ -197,7 +198,7 @@ void StageBuilder::close_bucket(GradientBucket& bucket) {
 
 // One bucket of gradients over its data-parallel group: a reduce-scatter
 // into the distributed optimizer's shards, or an all-reduce.
-void StageBuilder::reduce_bucket(const GradientBucket& bucket, std::vector<OpIndex> deps) {
+void StageBuilder::reduce_bucket(const ModuleBucket& bucket, std::vector<OpIndex> deps) {
   const StateGroup group = group_of(bucket.modules.front());
   const std::string name =
       "grad." + partition_.modules[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
@@ -212,8 +213,8 @@ void StageBuilder::reduce_bucket(const GradientBucket& bucket, std::vector<OpInd
 // modules in forward order, each group's over its own GPUs.
 void StageBuilder::emit_parameter_gathers(const std::vector<OpIndex>& deps) {
   const double e = config_.training.bytes_per_value;
-  std::array<GradientBucket, 2> pending;
-  const auto gather = [&](GradientBucket& bucket, StateGroup group) {
+  std::array<ModuleBucket, 2> pending;
+  const auto gather = [&](ModuleBucket& bucket, StateGroup group) {
     const OpIndex op = collective("update." + partition_.modules[bucket.modules.front()].name +
                                       (bucket.modules.size() > 1 ? "+" : "") + ".all_gather",
                                   CollectiveOp::all_gather, *reducer(group), e * bucket.parameters, gather_stream, deps);
@@ -258,7 +259,7 @@ void StageBuilder::build() {
       backward(pass, pass.micro_batch == last_micro_batch);
     }
   }
-  for (const GradientBucket& bucket : deferred_) reduce_bucket(bucket, after_results());
+  for (const ModuleBucket& bucket : deferred_) reduce_bucket(bucket, after_results());
   if (comms_.pipeline.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
     reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.pipeline.embedding,
                                      partition_.gradient_bytes_per_value * partition_.tied_embedding_parameters,

@@ -332,7 +332,10 @@ std::vector<Plan> with_megatron_expert_parallelism(std::vector<Plan> layouts, co
       if (ep > 1) {
         plan.experts = {ep, topology::MoeLayout::expert_data, 1.0, workloads::TokenDispatcher::all_to_all};
         plan.name += "+ep" + std::to_string(ep);
-        plan.sources.front() += ", experts over " + std::to_string(ep) + " GPUs (E+D, all-to-all dispatcher)";
+        plan.sources.push_back("experts over " + std::to_string(ep) +
+                               " GPUs of a stage in Megatron-Core's order (E+D), the all-to-all dispatcher "
+                               "(--moe-token-dispatcher-type alltoall, which Megatron recommends with expert "
+                               "parallelism)");
       }
       plans.push_back(std::move(plan));
     }
