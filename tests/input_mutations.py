@@ -2,7 +2,8 @@
 """Every field of the bundled job inputs, broken one at a time.
 
 For a cluster, two models (LLaMA-7B; a small one with latent attention and
-MoE layers), two plans and a training config, each field in turn is
+MoE layers), three plans (ZeRO-3, Megatron-LM, and Megatron-LM with its
+experts split, run on the MoE model) and a training config, each field in turn is
 set to a value of the wrong sign, type or size, or deleted, and `shardsim run`
 is started on the result. What it must do: run (exit 0, one JSON object on
 stdout), report the plan out of memory (exit 1), or refuse the input (exit 2)
@@ -58,13 +59,15 @@ def main():
         "plan": os.path.join(source, "workloads/plans/zero3.json"),
         "training": os.path.join(source, "tests/data/training/seq4096-128-sequences.json"),
     }
-    cases = [(kind, inputs[kind]) for kind in inputs]
-    cases.append(("model", os.path.join(source, "tests/data/models/small-mla-moe.json")))
-    cases.append(("plan", os.path.join(source, "workloads/plans/megatron-tp4-pp4.json")))
+    moe_model = os.path.join(source, "tests/data/models/small-mla-moe.json")
+    cases = [(kind, inputs[kind], {}) for kind in inputs]  # (what is broken, its file, the other inputs changed)
+    cases.append(("model", moe_model, {}))
+    cases.append(("plan", os.path.join(source, "workloads/plans/megatron-tp4-pp4.json"), {}))
+    cases.append(("plan", os.path.join(source, "tests/data/plans/megatron-pp2-ep4.json"), {"model": moe_model}))
     failures = []
     runs = 0
     with tempfile.TemporaryDirectory() as scratch:
-        for kind, original in cases:
+        for kind, original, others in cases:
             with open(original) as text:
                 document = json.load(text)
             broken = os.path.join(scratch, "broken-" + os.path.basename(original))
@@ -72,7 +75,7 @@ def main():
                 for value in MUTATIONS:
                     with open(broken, "w") as out:
                         json.dump(mutated(document, path, value), out)
-                    files = dict(inputs, **{kind: broken})
+                    files = dict(inputs, **others, **{kind: broken})
                     command = [binary, "run", "--json"] + [a for k in files for a in ("--" + k, files[k])]
                     what = f"{os.path.basename(original)}: {'.'.join(map(str, path))} = {value!r}"
                     runs += 1
