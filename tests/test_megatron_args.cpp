@@ -319,12 +319,22 @@ TEST_CASE("a Megatron-Core MoE launch becomes expert parallelism over a stage's 
   const MegatronJob unpadded = import(launch + "--moe-expert-capacity-factor 1.25", "mixtral-8x7b", 256);
   REQUIRE(unpadded.plan.experts.capacity_factor == 1.0);
   REQUIRE_THAT(unpadded.notes.at(0), Catch::Contains("--moe-expert-capacity-factor above 1 drops no tokens"));
+  // Under tensor parallelism the experts split over a stage's tensor x data GPUs, each expert whole.
+  const MegatronJob tensor = import("--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 4 "
+                                    "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1",
+                                    "mixtral-8x7b", 256);
+  REQUIRE(tensor.plan.experts.parallel == 8);
+  REQUIRE(tensor.data_parallel == 32);
 
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--expert-model-parallel-size 3", "--expert-model-parallel-size (line 1): 3 does not divide model "
                                          "mixtral-8x7b's 8 experts"},
       {"--pipeline-model-parallel-size 4 --expert-model-parallel-size 8",
-       "--expert-model-parallel-size (line 1): 8 does not divide the 4 data x context-parallel GPUs of a pipeline stage"},
+       "--expert-model-parallel-size (line 1): 8 does not divide the 4 GPUs of a pipeline stage"},
+      {"--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2",
+       "--tensor-model-parallel-size (line 1): MoE layers under tensor parallelism are modelled with their experts "
+       "whole on each GPU; Megatron's expert tensor parallelism defaults to the tensor-parallel size (2): give "
+       "--expert-tensor-parallel-size 1"},
       {"--expert-model-parallel-size 2 --expert-tensor-parallel-size 2",
        "--expert-tensor-parallel-size (line 1): tensor parallelism inside the experts is not modelled"},
       {"--expert-model-parallel-size 2 --moe-token-dispatcher-type flex",

@@ -35,16 +35,16 @@ ModelSpec small_moe_model() {
   return model;
 }
 
-// Megatron-LM, tensor 1, `pipeline` stages of `data` x `context` GPUs each,
-// the experts over `expert_parallel` of them; micro-batches of one 512-token
-// sequence.
+// Megatron-LM, `pipeline` stages of `tensor` x `data` x `context` GPUs each
+// (sequence parallelism with tensor parallelism), the experts over
+// `expert_parallel` of them; micro-batches of one 512-token sequence.
 StepConfig megatron_moe_step(int pipeline, int data, int expert_parallel, MoeLayout layout, int micro_batches = 4,
-                             int context = 1) {
+                             int context = 1, int tensor = 1) {
   StepConfig config = test::pipeline_step("megatron-tp4-pp4", 4, data, micro_batches);
   config.model = small_moe_model();
   ModelParallelism& mp = config.plan.model_parallel;
-  mp.tensor = 1;
-  mp.sequence_parallel = false;
+  mp.tensor = tensor;
+  mp.sequence_parallel = tensor > 1;
   mp.pipeline = pipeline;
   mp.context = context;
   config.plan.experts = {expert_parallel, layout};
@@ -193,6 +193,15 @@ TEST_CASE("Megatron-LM MoE steps with expert parallelism run every op once, in o
   apply_overlap_level(serial.config.plan, "none");
   serial.config.training.recompute = Recompute::full;
   cases.push_back(serial);
+  cases.push_back({"tensor 2, experts over 4", megatron_moe_step(2, 4, 4, MoeLayout::expert_data, 4, 1, 2)});
+  cases.push_back({"tensor 2, experts over the stage", megatron_moe_step(2, 4, 8, MoeLayout::data_expert, 4, 1, 2)});
+  Case overlapped{"tensor 2, TP comm overlap, shared experts, all-gather dispatcher",
+                  megatron_moe_step(2, 4, 2, MoeLayout::expert_data, 4, 1, 2)};
+  overlapped.config.plan.model_parallel.tp_comm_overlap = true;
+  overlapped.config.model.moe.shared_experts = 1;
+  overlapped.config.model.moe.shared_expert_ffn_hidden = 512;
+  overlapped.config.plan.experts.dispatcher = TokenDispatcher::all_gather;
+  cases.push_back(overlapped);
   for (const Case& c : cases) {
     INFO(c.what);
     const Program program = compile_step(c.config);
@@ -249,6 +258,86 @@ TEST_CASE("the all-gather dispatcher gathers the expert-parallel group's tokens 
   zero3.model = small_moe_model();
   zero3.plan.experts = {8, MoeLayout::data_expert, 1.0, TokenDispatcher::all_gather};
   test::require_consistent_step(compile_step(zero3), test::pipeline_world());
+}
+
+TEST_CASE("under tensor parallelism a MoE layer splits its shared experts; the router and the routed experts stay whole",
+          "[moe][megatron][kernels]") {
+  ModelSpec model = small_moe_model();
+  model.moe.shared_experts = 2;
+  model.moe.shared_expert_ffn_hidden = 512;
+  TrainingConfig training;
+  training.sequence_length = 512;
+  training.micro_batch_size = 2;
+  training.global_batch_sequences = 2;
+  const double T = 1024, h = 512, f = 704, shared = 1024, E = 8, k = 2, e = 2, ep = 2;
+  double whole_flops = 0;  // of one layer's MLP block, forward, on one GPU without tensor parallelism
+  for (int t : {1, 2, 4}) {
+    INFO("tensor " << t);
+    ModelParallelism parallel;
+    parallel.tensor = t;
+    parallel.sequence_parallel = t > 1;
+    const std::vector<ModuleWork> modules = transformer_modules(model, training, parallel, {2});
+    const ModuleWork &mlp = modules[2], &experts = modules[3];
+    REQUIRE(mlp.name == "layer0.mlp");
+    // RMSNorm and router whole, the shared experts' 3 h (2 f_s) split.
+    REQUIRE(mlp.parameters == h + h * E + 3 * h * shared / t);
+    REQUIRE(experts.parameters == E / ep * 3 * h * f);
+    double flops = 0;
+    for (const ModuleWork* work : {&mlp, &experts}) {
+      for (const KernelSpec& spec : work->forward) {
+        if (spec.kernel == KernelClass::gemm && !spec.call) flops += spec.flops;
+        if (!spec.call) continue;
+        if (work == &experts) {
+          // Each GPU dispatches its own T / t tokens' copies.
+          REQUIRE(spec.call->group == CallGroup::expert_parallel);
+          REQUIRE(spec.call->bytes == e * T / t * k * h);
+        } else {
+          // The shared experts' input gathered along the sequence, their output reduce-scattered.
+          REQUIRE(spec.call->group == CallGroup::tensor_parallel);
+          REQUIRE(spec.call->bytes == e * T * h);
+        }
+      }
+    }
+    // The router on T / t tokens, the shared experts' 1/t on all T, the
+    // routed experts on the copies of T / t tokens: the layer's work split t ways.
+    REQUIRE(flops == Approx((2 * T * h * E + 2 * T * 3 * h * shared + 2 * T * k * 3 * h * f) / t));
+    if (t == 1) whole_flops = flops;
+    REQUIRE(flops * t == Approx(whole_flops));
+  }
+}
+
+TEST_CASE("Megatron-LM with tensor parallelism: experts over a stage's tensor x data GPUs, each expert whole",
+          "[moe][megatron][groups]") {
+  // Two stages of 2 x 4 GPUs: ranks 0-7 and 8-15, tensor rank fastest.
+  const int p = 2, t = 2, d = 4, m = 4;
+  const Program program = compile_step(megatron_moe_step(p, d, 4, MoeLayout::expert_data, m, 1, t));
+  validate_program(program);
+  using Groups = std::vector<std::vector<int>>;
+  REQUIRE(sorted(test::communicator_named(program, "expert_parallel").groups) ==
+          Groups{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}});
+  REQUIRE(sorted(test::communicator_named(program, "expert_data_parallel").groups) ==
+          Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}});
+  REQUIRE(sorted(test::communicator_named(program, "data_parallel").groups) ==
+          Groups{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}});
+  // The distributed optimizer shards the experts over their 2 GPUs and the rest over 4.
+  const ModelSpec model = small_moe_model();
+  const double stage_experts = 2 * (8 / 4) * expert_parameters(model), e = 2, fp32 = 4;
+  const auto calls = calls_of(program, 0);
+  REQUIRE(calls.at({"expert_data_parallel", CollectiveOp::reduce_scatter}).second == Approx(fp32 * stage_experts));
+  const auto& resident = program.program_of(0).resident_bytes;
+  const double stage_psi = resident[static_cast<std::size_t>(MemoryCategory::parameters)] / e;
+  REQUIRE(resident[static_cast<std::size_t>(MemoryCategory::optimizer_states)] ==
+          Approx(12 * ((stage_psi - stage_experts) / d + stage_experts / 2)));
+  REQUIRE(program.description["experts"]["factors"]["optimizer"] == 2);
+
+  // Without expert parallelism each GPU holds all 8 experts, and their
+  // gradients are reduced over the stage's 8 GPUs, not the data-parallel 4.
+  const Program local = compile_step(megatron_moe_step(p, d, 1, MoeLayout::expert_data, m, 1, t));
+  REQUIRE_THROWS(test::communicator_named(local, "expert_parallel"));
+  REQUIRE(test::communicator_named(local, "expert_data_parallel").groups.front() ==
+          std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  REQUIRE(calls_of(local, 0).at({"expert_data_parallel", CollectiveOp::reduce_scatter}).second ==
+          Approx(fp32 * 2 * 8 * expert_parameters(model)));
 }
 
 TEST_CASE("expert parallelism a Megatron-LM stage cannot take, or ZeroPP, is refused with the field",

@@ -285,5 +285,7 @@ TEST_CASE("expert parallelism that does not fit the model, the GPUs or the syste
 
   StepConfig tensor = moe_step("megatron-tp4-pp4", 1, 1, topology::MoeLayout::expert_data);
   tensor.model.layers = 4;  // one per pipeline stage
-  REQUIRE_THROWS_WITH(compile_step(tensor), Catch::Contains("MoE layers are compiled without tensor parallelism"));
+  tensor.plan.model_parallel.sequence_parallel = false;
+  REQUIRE_THROWS_WITH(compile_step(tensor), Catch::Contains("MoE layers under tensor parallelism need sequence "
+                                                            "parallelism"));
 }

@@ -243,25 +243,31 @@ void check_model(const FlagReader& flags, const ModelSpec& model) {
 }
 
 // Megatron-Core's MoE flags: experts over --expert-model-parallel-size of a
-// stage's data x context GPUs (its order tp-cp-ep-dp-pp, shardsim's "E+D"),
+// stage's GPUs (its order tp-cp-ep-dp-pp, shardsim's "E+D"; each expert
+// whole, --expert-tensor-parallel-size 1),
 // tokens dispatched as --moe-token-dispatcher-type says (allgather by
 // default), and a capacity factor that pads or drops only where Megatron's
 // would at balanced routing.
 template <typename Note>
-ExpertParallelism read_expert_parallelism(const FlagReader& flags, const ModelSpec& model, int data_context_gpus,
+ExpertParallelism read_expert_parallelism(const FlagReader& flags, const ModelSpec& model, int tensor, int stage_gpus,
                                           const Note& note) {
   ExpertParallelism experts;
   flags.refuse_above_one("expert_tensor_parallel_size", "tensor parallelism inside the experts is not modelled");
+  if (model.has_moe && tensor > 1 && !flags.has("expert_tensor_parallel_size")) {
+    flags.fail("tensor_model_parallel_size",
+               "MoE layers under tensor parallelism are modelled with their experts whole on each GPU; Megatron's "
+               "expert tensor parallelism defaults to the tensor-parallel size (" + std::to_string(tensor) +
+                   "): give --expert-tensor-parallel-size 1");
+  }
   const int ep = static_cast<int>(flags.integer("expert_model_parallel_size").value_or(1));
   if (ep > 1 && !model.has_moe) flags.fail("expert_model_parallel_size", "model " + model.name + " has no MoE layers");
   if (ep > 1 && model.moe.experts % ep != 0) {
     flags.fail("expert_model_parallel_size", std::to_string(ep) + " does not divide model " + model.name + "'s " +
                                                  std::to_string(model.moe.experts) + " experts");
   }
-  if (data_context_gpus % ep != 0) {
-    flags.fail("expert_model_parallel_size", std::to_string(ep) + " does not divide the " +
-                                                 std::to_string(data_context_gpus) +
-                                                 " data x context-parallel GPUs of a pipeline stage");
+  if (stage_gpus % ep != 0) {
+    flags.fail("expert_model_parallel_size",
+               std::to_string(ep) + " does not divide the " + std::to_string(stage_gpus) + " GPUs of a pipeline stage");
   }
   experts.parallel = ep;
   const std::string dispatcher =
@@ -415,7 +421,8 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
     flags.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce (Megatron asserts it)");
   }
   plan.factors = FactorSpec{1, 1, distributed ? 0 : 1};  // 0 = all
-  plan.experts = read_expert_parallelism(flags, model, mp.context * job.data_parallel, note);
+  plan.experts = read_expert_parallelism(flags, model, mp.tensor, mp.gpus_per_replica() / mp.pipeline * job.data_parallel,
+                                         note);
   plan.overlap = {true, overlap_reduce, overlap_gather};
   plan.as_implemented = true;
 

@@ -93,8 +93,7 @@ class StageBuilder : PipelineStageWriter {
                        tensor_stream, received)};
   }
   StateGroup group_of(std::size_t module) const {
-    return partition_.modules[module].routed_experts && config_.plan.experts.parallel > 1 ? expert_states
-                                                                                          : dense_states;
+    return partition_.modules[module].routed_experts && partition_.experts_apart ? expert_states : dense_states;
   }
   const std::optional<int>& reducer(StateGroup group) const {
     return group == expert_states ? comms_.expert_data : comms_.data;
@@ -316,6 +315,20 @@ PipelineCommunicators add_pipeline_communicators(Program& program, const ModelPa
   return comms;
 }
 
+ExpertShardingFactors megatron_expert_factors(const StepConfig& config) {
+  const ModelParallelism& mp = config.plan.model_parallel;
+  const int group = mp.tensor * sharding_group_size(config);  // a stage's GPUs
+  const ShardingFactors dense =
+      resolve_factors(config.plan, sharding_group_size(config), config.gpus_per_node / mp.tensor, config.plan_file);
+  ExpertShardingFactors experts =
+      resolve_expert_factors(config.plan, config.model.routed_experts(), dense, group, config.plan_file);
+  // The distributed optimizer shards the experts' states over their whole
+  // expert-data-parallel group, which tensor parallelism can make larger
+  // than the data-parallel one.
+  if (dense.optimizer > 1) experts.factors.optimizer = experts.data_parallel;
+  return experts;
+}
+
 std::vector<int> stage_of_rank(const ModelParallelLayout& layout) {
   std::vector<int> stages(static_cast<std::size_t>(layout.ranks()));
   for (int rank = 0; rank < layout.ranks(); ++rank) stages[static_cast<std::size_t>(rank)] = layout.pp(rank);
@@ -331,8 +344,8 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   // which all hold the same parameters; the batch splits over data alone.
   partition.factors =
       resolve_factors(config.plan, sharding_group_size(config), config.gpus_per_node / mp.tensor, config.plan_file);
-  partition.expert_factors = resolve_expert_factors(config.plan, model.routed_experts(), partition.factors,
-                                                    sharding_group_size(config), config.plan_file);
+  partition.expert_factors = megatron_expert_factors(config);
+  partition.experts_apart = model.has_moe && (config.plan.experts.parallel > 1 || mp.tensor > 1);
   partition.micro_batches = gradient_accumulation_steps(config.training, config.data_parallel, config.training_file);
   if (config.plan.system == ShardingSystem::zero_pipeline && partition.micro_batches % mp.scheduling_unit != 0) {
     throw_input_error(config.plan_file, "model_parallel.scheduling_unit",
@@ -387,7 +400,7 @@ ModelParallelPartition partition_model(const StepConfig& config) {
     const int stage = virtual_stage % mp.pipeline;
     partition.chunks[static_cast<std::size_t>(stage)][static_cast<std::size_t>(virtual_stage / mp.pipeline)].push_back(m);
     partition.stage_parameters[static_cast<std::size_t>(stage)] += partition.modules[m].parameters;
-    if (partition.modules[m].routed_experts && config.plan.experts.parallel > 1) {
+    if (partition.modules[m].routed_experts && partition.experts_apart) {
       partition.stage_expert_parameters[static_cast<std::size_t>(stage)] += partition.modules[m].parameters;
     }
   }
@@ -462,20 +475,25 @@ Program compile_model_parallel_step(const StepConfig& config) {
     }));
   }
   const int ep = config.plan.experts.parallel;
-  if (ep > 1) {
-    // A stage's d x c data and context ranks cut into expert-parallel groups
-    // and, across them, the groups holding the same experts.
-    const auto slot = [&](int r) { return topology::moe_slot(layout.dp(r), d, ep, config.plan.experts.layout); };
-    comms.expert_parallel = add(make_communicator("expert_parallel", layout.ranks(), [&](int r) {
-      return std::tuple(layout.tp(r), layout.pp(r), slot(r).replica);
-    }));
+  if (partition.experts_apart) {
+    // A stage's t x d x c ranks, in Megatron's order (tensor fastest), cut
+    // into expert-parallel groups and, across them, the groups holding the
+    // same experts.
+    const auto slot = [&](int r) {
+      return topology::moe_slot(layout.tp(r) + t * layout.dp(r), t * d, ep, config.plan.experts.layout);
+    };
+    if (ep > 1) {
+      comms.expert_parallel = add(make_communicator("expert_parallel", layout.ranks(), [&](int r) {
+        return std::pair(layout.pp(r), slot(r).replica);
+      }));
+      comms.expert_stream = static_cast<int>(program.streams.size());
+      program.streams.push_back("expert_all_to_all");
+    }
     if (partition.expert_factors.data_parallel > 1) {
       comms.expert_data = add(make_communicator("expert_data_parallel", layout.ranks(), [&](int r) {
-        return std::tuple(layout.tp(r), layout.pp(r), slot(r).expert);
+        return std::pair(layout.pp(r), slot(r).expert);
       }));
     }
-    comms.expert_stream = static_cast<int>(program.streams.size());
-    program.streams.push_back("expert_all_to_all");
   }
   comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
@@ -504,7 +522,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   if (!mp.gradient_accumulation_fusion) program.description["gradient_accumulation_fusion"] = false;
   if (partition.boundary_gather_bytes > 0) program.description["scatter_gather_pipeline_tensors"] = true;
   program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
-  if (ep > 1) program.description["experts"] = expert_description(config.plan, partition.expert_factors);
+  if (partition.experts_apart) program.description["experts"] = expert_description(config.plan, partition.expert_factors);
   return program;
 }
 

@@ -15,17 +15,19 @@
 //   pipeline_backward<s> the same pairs, the gradients going back;
 //   embedding            first and last stage, tied embeddings only: the
 //                        all-reduce of the word-embedding gradient both hold;
-//   expert_parallel      with experts.parallel = ep > 1 (tensor 1), per
-//                        stage the ep ranks a MoE layer's routed experts are
-//                        split over: its dispatch and combine all-to-alls,
-//                        on the expert_all_to_all stream. The stage's d x c
-//                        data and context ranks are cut as the plan's
+//   expert_parallel      with experts.parallel = ep > 1, per stage the ep
+//                        ranks a MoE layer's routed experts are split over:
+//                        its dispatch and combine calls, on the
+//                        expert_all_to_all stream. The stage's t x d x c
+//                        ranks (tensor fastest) are cut as the plan's
 //                        experts.layout says (topology/placement.h); "E+D",
 //                        ep consecutive ranks, is Megatron-Core's order
-//                        tp-cp-ep-dp-pp;
-//   expert_data_parallel the d c / ep ranks of a stage holding the same
+//                        tp-cp-ep-dp-pp with expert tensor parallelism 1;
+//   expert_data_parallel the t d c / ep ranks of a stage holding the same
 //                        experts: their gradient reductions and parameter
-//                        gathers (Megatron-Core's expert-data-parallel group).
+//                        gathers (Megatron-Core's expert-data-parallel
+//                        group); with tensor parallelism also at ep = 1,
+//                        each GPU then holding every expert whole.
 //
 // Each stage runs its passes in pipeline_schedule.h's order. A forward
 // waits for its input activations (a send from the previous stage, on the
@@ -110,6 +112,13 @@ struct PipelineCommunicators {
 PipelineCommunicators add_pipeline_communicators(Program& program, const ModelParallelLayout& layout, int virtual_stages,
                                                  bool tied_embedding);
 
+// The routed experts' factors over their expert-data-parallel group, a
+// stage's t d c GPUs / experts.parallel: the plan's factors as
+// resolve_expert_factors takes them (plan.h), the distributed optimizer's
+// over the whole group. Throws InputError naming the plan file and
+// experts.parallel when it does not divide the experts or those GPUs.
+ExpertShardingFactors megatron_expert_factors(const StepConfig& config);
+
 // One op list per stage: rank r runs its stage's.
 std::vector<int> stage_of_rank(const ModelParallelLayout& layout);
 
@@ -125,8 +134,11 @@ struct ModelParallelPartition {
   // consecutive layers.
   std::vector<std::vector<std::vector<std::size_t>>> chunks;
   std::vector<double> stage_parameters;  // one GPU's parameters, per stage
-  // Under expert parallelism: the routed experts' part of stage_parameters
-  // (zero otherwise), and their factors over the expert-data-parallel group.
+  // A MoE model's routed experts reduce and shard over a group of their own
+  // when they are split (expert parallelism) or whole where the rest is split
+  // (tensor parallelism): their part of stage_parameters (zero otherwise),
+  // and their factors over that expert-data-parallel group.
+  bool experts_apart = false;
   std::vector<double> stage_expert_parameters;
   ExpertShardingFactors expert_factors;
   double tied_embedding_parameters = 0;  // the last stage's copy (tied, p > 1)

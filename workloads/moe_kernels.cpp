@@ -2,10 +2,14 @@
 
 namespace shardsim::workloads {
 
-void moe_block(const ModelSpec& model, const LayerShapes& x, const ExpertParallelism& parallelism, ModuleWork& mlp,
+void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
+               const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
                ModuleWork& experts) {
   const MoeSpec& moe = model.moe;
-  const double T = x.tokens, h = x.hidden, E = moe.experts, k = moe.experts_per_token;
+  // This GPU's tokens of the block: the micro-batch's, 1/t of them under
+  // sequence parallelism, which the router and the routed experts take
+  // whole-width.
+  const double T = x.tokens / parallel.sequence_shards(), h = x.hidden, E = moe.experts, k = moe.experts_per_token;
   const bool swiglu = model.mlp == MlpKind::swiglu;
   const std::string first = swiglu ? "gate_up" : "up", activation = swiglu ? "swiglu" : "gelu";
   const double activation_reads = swiglu ? 3 : 2, activation_backward = swiglu ? 5 : 3;
@@ -13,23 +17,26 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ExpertParalle
   mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
   mlp.forward.push_back(gemm("router", x, T, E, h));
   mlp.forward.push_back(elementwise("router.top_k", x, 2 * T * E));  // softmax over the logits, then top-k
-  if (moe.shared_experts > 0) {
-    // Always-active experts: one MLP of their summed width.
-    const double f = static_cast<double>(moe.shared_experts * moe.shared_expert_ffn_hidden);
+  const bool shared = moe.shared_experts > 0;
+  if (shared) {
+    // Always-active experts: one MLP of their summed width, split over the
+    // tensor-parallel GPUs as a dense MLP is (Megatron-Core's SharedExpertMLP).
+    const double f = static_cast<double>(moe.shared_experts * moe.shared_expert_ffn_hidden) / parallel.tensor;
     const double first_out = swiglu ? 2 * f : f;
-    mlp.forward.push_back(gemm("shared." + first, x, T, first_out, h));
-    mlp.forward.push_back(elementwise("shared." + activation, x, activation_reads * T * f));
-    mlp.forward.push_back(gemm("shared.down", x, T, h, f));
-    mlp.backward.push_back(gemm("shared.down.dgrad", x, T, f, h));
-    mlp.backward.push_back(weight_half(gemm("shared.down.wgrad", x, f, h, T)));
-    mlp.backward.push_back(elementwise("shared." + activation + ".backward", x, activation_backward * T * f));
-    mlp.backward.push_back(gemm("shared." + first + ".dgrad", x, T, h, first_out));
-    mlp.backward.push_back(weight_half(gemm("shared." + first + ".wgrad", x, h, first_out, T)));
+    const double tokens = x.tokens;  // the column-parallel GEMM's, gathered along the sequence
+    linear.gathered_gemm(mlp.forward, "shared." + first + ".input", "shared." + first, first_out, h);
+    mlp.forward.push_back(elementwise("shared." + activation, x, activation_reads * tokens * f));
+    linear.combined_gemm(mlp.forward, "shared.down", f);
+    linear.row_backward(mlp.backward, "shared.down", f, h);
+    mlp.backward.push_back(elementwise("shared." + activation + ".backward", x, activation_backward * tokens * f));
+    linear.column_backward(mlp.backward, "shared." + first, h, first_out);
   }
   mlp.backward.push_back(elementwise("router.top_k.backward", x, 3 * T * E));
   mlp.backward.push_back(gemm("router.dgrad", x, T, h, E));
   mlp.backward.push_back(weight_half(gemm("router.wgrad", x, h, E, T)));
-  mlp.backward.push_back(elementwise("mlp_norm.backward", x, 3 * T * h));
+  // The norm's gradient sums the shared experts' input gradient, combined over the group.
+  mlp.backward.push_back(
+      waiting_for_call(elementwise("mlp_norm.backward", x, 3 * T * h), shared ? linear.after_combine() : 0));
 
   // Each rank's T k token copies spread evenly over the E experts, padded or
   // cut to the capacity c T k / E; a rank's E / ep experts each get that from

@@ -7,13 +7,18 @@
 
 #include "workloads/kernel_specs.h"
 #include "workloads/plan.h"
+#include "workloads/tensor_parallel_gemms.h"
 
 namespace shardsim::workloads {
 
 // Fills a MoE layer's two modules (transformer_kernels.h): `mlp` (norm,
 // router, shared experts) and `experts` (dispatch, the local routed experts,
-// combine, residual).
-void moe_block(const ModelSpec& model, const LayerShapes& x, const ExpertParallelism& parallelism, ModuleWork& mlp,
+// combine, residual). Under tensor parallelism (sequence parallelism on, as
+// Megatron-LM requires) the shared experts split over the group through
+// `linear`; the router and the routed experts stay whole on every GPU
+// (expert tensor parallelism 1), taking this GPU's T / t tokens.
+void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
+               const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
                ModuleWork& experts);
 
 }  // namespace shardsim::workloads

@@ -653,13 +653,8 @@ StepMemory estimate_step_memory(const StepConfig& config) {
   const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
     return a.total() < b.total();
   });
-  ExpertShardingFactors experts;
-  if (config.plan.experts.parallel > 1) {  // Megatron-LM's, over the data x context GPUs as partition_model has them
-    const int group = sharding_group_size(config);
-    const ShardingFactors factors =
-        resolve_factors(config.plan, group, config.gpus_per_node / config.plan.model_parallel.tensor, config.plan_file);
-    experts = resolve_expert_factors(config.plan, config.model.routed_experts(), factors, group, config.plan_file);
-  }
+  const ExpertShardingFactors experts =
+      system == ShardingSystem::megatron ? megatron_expert_factors(config) : ExpertShardingFactors{};
   return {*fullest, static_cast<int>(fullest - stages.begin()), experts};
 }
 

@@ -20,12 +20,17 @@ namespace {
 void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameters>& modules) {
   const std::size_t norms = model.norm == NormKind::layernorm ? 2 : 1;
   for (ModuleParameters& module : modules) {
+    // A MoE layer's routed experts stay whole on every GPU (expert tensor
+    // parallelism 1), and so does its router, the tensor after the MLP
+    // block's norms (model.cpp).
+    if (module.routed_experts) continue;
+    const bool moe_block = module.name.ends_with(".mlp") && model.moe_layer(module.layer);
     // The embedding's whole tensors come after its token embedding, the
     // other modules' before their split ones.
     const bool embedding = module.layer < 0;
     module.parameters = 0;
     for (std::size_t i = 0; i < module.parameter_tensors.size(); ++i) {
-      const bool whole = embedding ? i > 0 : i < norms;
+      const bool whole = embedding ? i > 0 : i < norms || (moe_block && i == norms);
       if (!whole) module.parameter_tensors[i] /= t;
       module.parameters += module.parameter_tensors[i];
     }
@@ -61,9 +66,9 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
   if (c > 1 && !training.flash_attention) {
     throw InputError(model.name + ": context parallelism runs on fused (flash) attention, as Transformer Engine's does");
   }
-  if (model.has_moe && t > 1) {
-    throw InputError(model.name + ": MoE layers are compiled without tensor parallelism for now (tensor " +
-                     std::to_string(t) + ")");
+  if (model.has_moe && t > 1 && !parallel.sequence_parallel) {
+    throw InputError(model.name + ": MoE layers under tensor parallelism need sequence parallelism (Megatron-LM "
+                     "asserts it)");
   }
   const auto require_split = [&](int ways, const char* over, std::initializer_list<SplitCount> counts) {
     const std::string problem = split_problem(ways, over, counts);
@@ -74,6 +79,10 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
   const std::string sequence = sequence_split_problem(training.sequence_length, parallel);
   if (!sequence.empty()) throw InputError(model.name + ": " + sequence);
   require_split(t, "tensor-parallel", {heads, kv_heads, {"ffn_hidden", model.ffn_hidden}});
+  if (model.has_moe) {
+    require_split(t, "tensor-parallel",
+                  {{"shared experts' width", model.moe.shared_experts * model.moe.shared_expert_ffn_hidden}});
+  }
 }
 
 std::string sequence_split_problem(std::int64_t sequence_length, const ModelParallelism& parallel) {
@@ -286,7 +295,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     if (model.moe_layer(layer)) {
       feed_forward.push_back(module_work());
       feed_forward.push_back(module_work());
-      moe_block(model, x, experts, feed_forward[0], feed_forward[1]);
+      moe_block(model, x, parallel, linear, experts, feed_forward[0], feed_forward[1]);
     } else {
       feed_forward.push_back(module_work());
       dense_mlp(feed_forward[0]);

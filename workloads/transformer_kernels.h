@@ -32,8 +32,11 @@
 // routing at even load, or DeepSpeed's capacity factor 1). Without expert parallelism (ep = 1) the experts
 // are local and nothing is sent. Backward mirrors it: two all-to-alls of
 // gradients, the second overlapping the experts' weight gradients. Under
-// context parallelism T is this GPU's T / c tokens. MoE layers under tensor
-// parallelism are refused for now.
+// context parallelism T is this GPU's T / c tokens. Under tensor parallelism
+// (with sequence parallelism, as Megatron-LM requires) the shared experts
+// split like a dense MLP, while the router and the routed experts stay whole
+// on every GPU (expert tensor parallelism 1) and take its T / t tokens
+// (moe_kernels.h).
 //
 // Tensor parallelism over t GPUs (Megatron-LM, Shoeybi et al. 2019;
 // TECHNIQUES.md section 5) gives each GPU 1/t of the heads, of the MLP width
@@ -136,7 +139,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
                                             const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
 // Throws InputError (naming the model) for MLA models under tensor,
-// Ulysses or context parallelism, MoE models under tensor parallelism,
+// Ulysses or context parallelism, MoE models under tensor parallelism
+// without sequence parallelism or with shared experts t does not divide,
 // Ulysses under tensor parallelism, context parallelism without
 // flash attention, heads, key/value heads or the MLP width that t does not
 // divide, heads or key/value heads that u does not divide, or a sequence

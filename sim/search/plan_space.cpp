@@ -315,17 +315,15 @@ std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const Searc
   return plans;
 }
 
-// Each Megatron-LM layout without tensor parallelism (MoE layers take none)
-// under each expert parallelism the space and the model allow, in
-// Megatron-Core's order (E+D) with its all-to-all dispatcher; layouts with
-// tensor parallelism are dropped (plan_space.h).
+// Each Megatron-LM layout under each expert parallelism the space and the
+// model allow, in Megatron-Core's order (E+D) with its all-to-all
+// dispatcher, each expert whole (plan_space.h).
 std::vector<Plan> with_megatron_expert_parallelism(std::vector<Plan> layouts, const SearchSpace& space,
                                                    const workloads::ModelSpec& model, int gpus, int gpus_per_node) {
   if (!model.has_moe) return layouts;
   std::vector<Plan> plans;
   for (const Plan& layout : layouts) {
-    if (layout.model_parallel.tensor > 1) continue;
-    const int stage_gpus = gpus / layout.model_parallel.pipeline;  // data x context
+    const int stage_gpus = gpus / layout.model_parallel.pipeline;  // tensor x data x context
     for (int ep : expert_parallel_sizes(space, model, gpus_per_node)) {
       if (model.routed_experts() % ep != 0 || stage_gpus % ep != 0) continue;
       Plan plan = layout;
@@ -333,7 +331,8 @@ std::vector<Plan> with_megatron_expert_parallelism(std::vector<Plan> layouts, co
         plan.experts = {ep, topology::MoeLayout::expert_data, 1.0, workloads::TokenDispatcher::all_to_all};
         plan.name += "+ep" + std::to_string(ep);
         plan.sources.push_back("experts over " + std::to_string(ep) +
-                               " GPUs of a stage in Megatron-Core's order (E+D), the all-to-all dispatcher "
+                               " GPUs of a stage in Megatron-Core's order (E+D), each whole "
+                               "(--expert-tensor-parallel-size 1), the all-to-all dispatcher "
                                "(--moe-token-dispatcher-type alltoall, which Megatron recommends with expert "
                                "parallelism)");
       }

@@ -46,10 +46,10 @@
 // parallelism (TECHNIQUES.md section 6): each size of `expert_parallel` that
 // divides the experts and the GPUs, above 1 in both layouts, E+D and D+E
 // (the plan's name gains "+ep8:E+D"); by default 1 and the node's GPUs (or
-// the experts, when fewer). So are the Megatron-LM layouts without tensor
-// parallelism (MoE layers take none): each size that divides the experts and
-// a stage's GPUs, in Megatron-Core's order (E+D) with its all-to-all
-// dispatcher ("+ep8"). ZeroPP keeps its experts local.
+// the experts, when fewer). So are the Megatron-LM layouts: each size that
+// divides the experts and a stage's GPUs, in Megatron-Core's order (E+D)
+// with its all-to-all dispatcher, each expert whole on its GPUs ("+ep8").
+// ZeroPP keeps its experts local.
 //
 // The data-parallel systems are also crossed with DeepSpeed-Ulysses
 // (TECHNIQUES.md section 6): each degree u of `ulysses` that divides the
