@@ -33,7 +33,7 @@
 //     attention_backend. A field the flags do not give keeps the training
 //     config's value.
 //   experts (MoE models): parallel = expert_model_parallel_size over a
-//     stage's data x context GPUs, layout "E+D" (Megatron-Core's order
+//     stage's GPUs, each expert whole, layout "E+D" (Megatron-Core's order
 //     tp-cp-ep-dp-pp), dispatcher from moe_token_dispatcher_type (allgather,
 //     Megatron's default, or alltoall), capacity_factor from
 //     moe_expert_capacity_factor where balanced routing would feel it (below

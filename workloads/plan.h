@@ -127,8 +127,8 @@
 //
 // An optional "experts" block gives a MoE model's expert parallelism under
 // the data-parallel systems (DeepSpeed-MoE's ep_size; TECHNIQUES.md section 6)
-// and Megatron-LM (--expert-model-parallel-size, over the data x context
-// GPUs of a pipeline stage):
+// and Megatron-LM (--expert-model-parallel-size, over the tensor x data x
+// context GPUs of a pipeline stage, each expert whole on its GPUs):
 //
 //   "experts": {"parallel": 8, "layout": "E+D", "capacity_factor": 1.0}
 //
