@@ -1,6 +1,7 @@
-// What the pipeline compilers' tests (Megatron-LM and ZeroPP) share: a small
-// model, the bytes a Program's pipeline sends move, and a simulated step that
-// is consistent in both network modes.
+// What the pipeline compilers' tests (Megatron-LM and ZeroPP) and the MoE
+// tests share: a small model and its MoE variant, the bytes a Program's
+// pipeline sends move, experts whose states stay put, and a simulated step
+// that is consistent in both network modes.
 #pragma once
 
 #include "fixtures.h"
@@ -34,6 +35,18 @@ inline workloads::ModelSpec small_pipeline_model(int layers) {
   model.ffn_hidden = 1408;
   model.vocab = 1024;
   model.max_positions = 1024;
+  return model;
+}
+
+// That model with a MoE block in every layer: eight SwiGLU experts of width
+// 704, two per token, and no shared experts.
+inline workloads::ModelSpec small_moe_model(int layers) {
+  workloads::ModelSpec model = small_pipeline_model(layers);
+  model.name = "small-moe";
+  model.has_moe = true;
+  model.moe.experts = 8;
+  model.moe.experts_per_token = 2;
+  model.moe.expert_ffn_hidden = 704;
   return model;
 }
 
@@ -85,6 +98,16 @@ inline void require_boundary_sends(const workloads::Program& program, const work
   const double micro_batches = static_cast<double>(config.training.global_batch_sequences) / config.data_parallel;
   REQUIRE(sent == Approx(2 * boundaries * micro_batches * bytes_per_send * mp.tensor * config.data_parallel));
   REQUIRE(received == Approx(sent));
+}
+
+// Experts that each live on one GPU: rank 0 runs no call on their states
+// (gathers, reductions), only their tokens' all-to-alls.
+inline void require_expert_states_stay_put(const workloads::Program& program) {
+  for (const workloads::Op& op : program.program_of(0).ops) {
+    INFO(op.name);
+    REQUIRE_FALSE((op.kind == workloads::OpKind::collective && op.name.find("experts") != std::string::npos &&
+                   op.collective != workloads::CollectiveOp::all_to_all));
+  }
 }
 
 inline sim::StepTimeline simulate_on(const workloads::Program& program, const World& world, sim::NetworkMode network) {
