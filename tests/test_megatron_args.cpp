@@ -335,6 +335,8 @@ TEST_CASE("a Megatron-Core MoE launch becomes expert parallelism over a stage's 
        "--tensor-model-parallel-size (line 1): MoE layers under tensor parallelism are modelled with their experts "
        "whole on each GPU; Megatron's expert tensor parallelism defaults to the tensor-parallel size (2): give "
        "--expert-tensor-parallel-size 1"},
+      {"--tensor-model-parallel-size 2 --expert-model-parallel-size 2 --expert-tensor-parallel-size 1",
+       "--tensor-model-parallel-size (line 1): MoE layers under tensor parallelism need --sequence-parallel"},
       {"--expert-model-parallel-size 2 --expert-tensor-parallel-size 2",
        "--expert-tensor-parallel-size (line 1): tensor parallelism inside the experts is not modelled"},
       {"--expert-model-parallel-size 2 --moe-token-dispatcher-type flex",

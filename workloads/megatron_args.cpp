@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -140,7 +141,7 @@ class FlagReader {
     const auto value = text(field);
     if (!value) return std::nullopt;
     const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
-    if (!number || !(*number > 0 && *number < 1e6)) fail(field, "must be a positive number, got \"" + *value + "\"");
+    if (!number || !std::isfinite(*number) || *number <= 0) fail(field, "must be a positive number, got \"" + *value + "\"");
     return number;
   }
   std::optional<double> probability(const std::string& field) const {
@@ -243,21 +244,26 @@ void check_model(const FlagReader& flags, const ModelSpec& model) {
 }
 
 // Megatron-Core's MoE flags: experts over --expert-model-parallel-size of a
-// stage's GPUs (its order tp-cp-ep-dp-pp, shardsim's "E+D"; each expert
-// whole, --expert-tensor-parallel-size 1),
-// tokens dispatched as --moe-token-dispatcher-type says (allgather by
-// default), and a capacity factor that pads or drops only where Megatron's
-// would at balanced routing.
+// stage's GPUs (its order tp-cp-ep-dp-pp, shardsim's "E+D"), each expert
+// whole (--expert-tensor-parallel-size 1); tokens dispatched as
+// --moe-token-dispatcher-type says (allgather by default); a capacity factor
+// that pads or drops only where Megatron's would at balanced routing.
 template <typename Note>
-ExpertParallelism read_expert_parallelism(const FlagReader& flags, const ModelSpec& model, int tensor, int stage_gpus,
-                                          const Note& note) {
+ExpertParallelism read_expert_parallelism(const FlagReader& flags, const ModelSpec& model, const ModelParallelism& mp,
+                                          int stage_gpus, const Note& note) {
   ExpertParallelism experts;
   flags.refuse_above_one("expert_tensor_parallel_size", "tensor parallelism inside the experts is not modelled");
-  if (model.has_moe && tensor > 1 && !flags.has("expert_tensor_parallel_size")) {
-    flags.fail("tensor_model_parallel_size",
-               "MoE layers under tensor parallelism are modelled with their experts whole on each GPU; Megatron's "
-               "expert tensor parallelism defaults to the tensor-parallel size (" + std::to_string(tensor) +
-                   "): give --expert-tensor-parallel-size 1");
+  if (model.has_moe && mp.tensor > 1) {
+    if (!flags.has("expert_tensor_parallel_size")) {
+      flags.fail("tensor_model_parallel_size",
+                 "MoE layers under tensor parallelism are modelled with their experts whole on each GPU; Megatron's "
+                 "expert tensor parallelism defaults to the tensor-parallel size (" + std::to_string(mp.tensor) +
+                     "): give --expert-tensor-parallel-size 1");
+    }
+    if (!mp.sequence_parallel) {
+      flags.fail("tensor_model_parallel_size", "MoE layers under tensor parallelism need --sequence-parallel "
+                                               "(Megatron asserts it)");
+    }
   }
   const int ep = static_cast<int>(flags.integer("expert_model_parallel_size").value_or(1));
   if (ep > 1 && !model.has_moe) flags.fail("expert_model_parallel_size", "model " + model.name + " has no MoE layers");
@@ -421,8 +427,7 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
     flags.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce (Megatron asserts it)");
   }
   plan.factors = FactorSpec{1, 1, distributed ? 0 : 1};  // 0 = all
-  plan.experts = read_expert_parallelism(flags, model, mp.tensor, mp.gpus_per_replica() / mp.pipeline * job.data_parallel,
-                                         note);
+  plan.experts = read_expert_parallelism(flags, model, mp, mp.gpus_per_replica() / mp.pipeline * job.data_parallel, note);
   plan.overlap = {true, overlap_reduce, overlap_gather};
   plan.as_implemented = true;
 
