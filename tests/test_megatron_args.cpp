@@ -309,6 +309,7 @@ TEST_CASE("a Megatron-Core MoE launch becomes expert parallelism over a stage's 
   REQUIRE(alltoall.plan.experts.dispatcher == TokenDispatcher::all_to_all);
   REQUIRE(alltoall.plan.experts.capacity_factor == 1.0);
   REQUIRE(alltoall.data_parallel == 64);
+  REQUIRE(alltoall.plan.name == "megatron-t1-p4+ep8");  // as the search names it
   // Megatron-Core's default dispatcher gathers the tokens.
   REQUIRE(import(launch, "mixtral-8x7b", 256).plan.experts.dispatcher == TokenDispatcher::all_gather);
 
@@ -325,6 +326,13 @@ TEST_CASE("a Megatron-Core MoE launch becomes expert parallelism over a stage's 
                                     "mixtral-8x7b", 256);
   REQUIRE(tensor.plan.experts.parallel == 8);
   REQUIRE(tensor.data_parallel == 32);
+  // The bundled launch says as much in full, Mixtral's shape included.
+  const MegatronJob bundled =
+      load_megatron_args(example("mixtral-8x7b-256gpu.sh"), load_model("mixtral-8x7b"), base_training(), 256, 8);
+  REQUIRE(bundled.plan.name == "megatron-t2-p4+ep8");
+  REQUIRE(bundled.plan.experts.dispatcher == TokenDispatcher::all_to_all);
+  REQUIRE(bundled.training.global_batch_sequences == 1024);
+  REQUIRE(bundled.notes.empty());
 
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--expert-model-parallel-size 3", "--expert-model-parallel-size (line 1): 3 does not divide model "

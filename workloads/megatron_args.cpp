@@ -523,7 +523,8 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   plan.name = "megatron-t" + std::to_string(mp.tensor) + "-p" + std::to_string(mp.pipeline) +
               (mp.virtual_stages > 1 ? "-v" + std::to_string(mp.virtual_stages) : "") +
               (mp.microbatch_group_size ? "-n" + std::to_string(*mp.microbatch_group_size) : "") +
-              (mp.context > 1 ? "-c" + std::to_string(mp.context) : "");
+              (mp.context > 1 ? "-c" + std::to_string(mp.context) : "") +
+              (plan.experts.parallel > 1 ? "+ep" + std::to_string(plan.experts.parallel) : "");
   plan.sources = {"imported from Megatron-LM arguments " + file};
   return job;
 }
