@@ -331,7 +331,7 @@ TEST_CASE("expert parallelism a Megatron-LM stage cannot take, or ZeroPP, is ref
           "[moe][megatron][errors]") {
   // 8 experts over 8 of a stage's 4 data-parallel GPUs.
   REQUIRE_THROWS_WITH(compile_step(megatron_moe_step(2, 4, 8, MoeLayout::expert_data)),
-                      Catch::Contains("plan.json: experts.parallel: 8 does not divide the 4 data-parallel GPUs"));
+                      Catch::Contains("plan.json: experts.parallel: 8 does not divide the 4 GPUs of a pipeline stage"));
   REQUIRE_THROWS_WITH(estimate_step_memory(megatron_moe_step(2, 4, 8, MoeLayout::expert_data)),
                       Catch::Contains("experts.parallel"));
   nlohmann::json plan = load_json_file(resolve_preset("zero-pipeline-pp4", "workloads/plans", "plan"));

@@ -318,6 +318,14 @@ PipelineCommunicators add_pipeline_communicators(Program& program, const ModelPa
 ExpertShardingFactors megatron_expert_factors(const StepConfig& config) {
   const ModelParallelism& mp = config.plan.model_parallel;
   const int group = mp.tensor * sharding_group_size(config);  // a stage's GPUs
+  const int ep = config.plan.experts.parallel, routed = config.model.routed_experts();
+  // resolve_expert_factors names what does not fit the model; what does not
+  // fit a stage is said here, in a stage's terms.
+  if (routed > 0 && routed % ep == 0 && group % ep != 0) {
+    throw_input_error(config.plan_file, "experts.parallel",
+                      std::to_string(ep) + " does not divide the " + std::to_string(group) +
+                          " GPUs of a pipeline stage (tensor x data x context)");
+  }
   const ShardingFactors dense =
       resolve_factors(config.plan, sharding_group_size(config), config.gpus_per_node / mp.tensor, config.plan_file);
   ExpertShardingFactors experts =
