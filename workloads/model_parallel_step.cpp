@@ -170,8 +170,8 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
       memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);
     }
     if (!last_of_chunk) continue;
-    if (reducer(group_of(*it))) {
-      ModuleBucket& bucket = buckets_[group_of(*it)];
+    if (const StateGroup group = group_of(*it); reducer(group)) {
+      ModuleBucket& bucket = buckets_[group];
       bucket.modules.push_back(*it);
       bucket.parameters += work.parameters;
       if (partition_.gradient_bytes_per_value * bucket.parameters >= config_.plan.buckets.reduce_bytes) {
@@ -315,9 +315,8 @@ PipelineCommunicators add_pipeline_communicators(Program& program, const ModelPa
   return comms;
 }
 
-ExpertShardingFactors megatron_expert_factors(const StepConfig& config) {
-  const ModelParallelism& mp = config.plan.model_parallel;
-  const int group = mp.tensor * sharding_group_size(config);  // a stage's GPUs
+ExpertShardingFactors megatron_expert_factors(const StepConfig& config, const ShardingFactors& dense) {
+  const int group = config.plan.model_parallel.tensor * sharding_group_size(config);  // a stage's GPUs
   const int ep = config.plan.experts.parallel, routed = config.model.routed_experts();
   // resolve_expert_factors names what does not fit the model; what does not
   // fit a stage is said here, in a stage's terms.
@@ -326,10 +325,7 @@ ExpertShardingFactors megatron_expert_factors(const StepConfig& config) {
                       std::to_string(ep) + " does not divide the " + std::to_string(group) +
                           " GPUs of a pipeline stage (tensor x data x context)");
   }
-  const ShardingFactors dense =
-      resolve_factors(config.plan, sharding_group_size(config), config.gpus_per_node / mp.tensor, config.plan_file);
-  ExpertShardingFactors experts =
-      resolve_expert_factors(config.plan, config.model.routed_experts(), dense, group, config.plan_file);
+  ExpertShardingFactors experts = resolve_expert_factors(config.plan, routed, dense, group, config.plan_file);
   // The distributed optimizer shards the experts' states over their whole
   // expert-data-parallel group, which tensor parallelism can make larger
   // than the data-parallel one.
@@ -352,7 +348,7 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   // which all hold the same parameters; the batch splits over data alone.
   partition.factors =
       resolve_factors(config.plan, sharding_group_size(config), config.gpus_per_node / mp.tensor, config.plan_file);
-  partition.expert_factors = megatron_expert_factors(config);
+  partition.expert_factors = megatron_expert_factors(config, partition.factors);
   partition.experts_apart = model.has_moe && (config.plan.experts.parallel > 1 || mp.tensor > 1);
   partition.micro_batches = gradient_accumulation_steps(config.training, config.data_parallel, config.training_file);
   if (config.plan.system == ShardingSystem::zero_pipeline && partition.micro_batches % mp.scheduling_unit != 0) {

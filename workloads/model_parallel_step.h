@@ -113,11 +113,12 @@ PipelineCommunicators add_pipeline_communicators(Program& program, const ModelPa
                                                  bool tied_embedding);
 
 // The routed experts' factors over their expert-data-parallel group, a
-// stage's t d c GPUs / experts.parallel: the plan's factors as
-// resolve_expert_factors takes them (plan.h), the distributed optimizer's
-// over the whole group. Throws InputError naming the plan file and
-// experts.parallel when it does not divide the experts or those GPUs.
-ExpertShardingFactors megatron_expert_factors(const StepConfig& config);
+// stage's t d c GPUs / experts.parallel: the `dense` factors (over the data
+// x context GPUs) as resolve_expert_factors takes them (plan.h), the
+// distributed optimizer's over the whole group. Throws InputError naming the
+// plan file and experts.parallel when it does not divide the experts or
+// those GPUs.
+ExpertShardingFactors megatron_expert_factors(const StepConfig& config, const ShardingFactors& dense);
 
 // One op list per stage: rank r runs its stage's.
 std::vector<int> stage_of_rank(const ModelParallelLayout& layout);

@@ -653,8 +653,12 @@ StepMemory estimate_step_memory(const StepConfig& config) {
   const auto fullest = std::max_element(stages.begin(), stages.end(), [](const MemoryBreakdown& a, const MemoryBreakdown& b) {
     return a.total() < b.total();
   });
-  const ExpertShardingFactors experts =
-      system == ShardingSystem::megatron ? megatron_expert_factors(config) : ExpertShardingFactors{};
+  ExpertShardingFactors experts;
+  if (system == ShardingSystem::megatron) {
+    experts = megatron_expert_factors(
+        config, resolve_factors(config.plan, sharding_group_size(config),
+                                config.gpus_per_node / config.plan.model_parallel.tensor, config.plan_file));
+  }
   return {*fullest, static_cast<int>(fullest - stages.begin()), experts};
 }
 
