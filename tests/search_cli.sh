@@ -1,8 +1,9 @@
 #!/bin/sh
 # shardsim search as a user runs it, on a 2-node cluster and a small batch:
 # the table, CSV and HDF5 come out; pipelines are searched when asked for;
-# under `mpirun --oversubscribe -np 2` the output, the CSV and the HDF5
-# equal the serial run's byte for byte; a memory limit
+# on 3 threads, and under `mpirun --oversubscribe -np 2` with 2 threads each,
+# the output, the CSV and the HDF5 equal the serial run's byte for byte; a
+# memory limit
 # below every plan says "nothing fits" with the smallest plan's breakdown
 # and exits 1; GPU counts the cluster cannot hold exit 2 with the reason.
 set -eu
@@ -17,7 +18,7 @@ batch=$data/training/seq4096-128-sequences.json
 search="$bin/shardsim search --cluster dgx-a100-2node --model llama-7b --training $batch"
 small="--micro-batch-sizes 1,2 --recompute none,full --buckets 1e9 --simulate 4"
 
-$search --gpus 16 $small --csv serial.csv --h5 serial.h5 --explain 1 > serial.txt
+$search --gpus 16 $small --threads 1 --csv serial.csv --h5 serial.h5 --explain 1 > serial.txt
 grep -q "^# shardsim search: llama-7b" serial.txt
 grep -q "^   1  " serial.txt
 grep -q "^# Pareto front" serial.txt
@@ -25,7 +26,13 @@ grep -q "^# explain rank 1" serial.txt
 test "$(head -1 serial.csv | cut -d, -f1-3)" = "index,plan,system"
 test -s serial.h5
 
-timeout 300 mpirun --oversubscribe -np 2 $search --gpus 16 $small --csv mpi.csv --h5 mpi.h5 --explain 1 > mpi.txt
+$search --gpus 16 $small --threads 3 --csv threads.csv --h5 threads.h5 --explain 1 > threads.txt
+cmp serial.txt threads.txt
+cmp serial.csv threads.csv
+cmp serial.h5 threads.h5
+
+timeout 300 mpirun --oversubscribe -np 2 $search --gpus 16 $small --threads 2 --csv mpi.csv --h5 mpi.h5 --explain 1 \
+  > mpi.txt
 cmp serial.txt mpi.txt
 cmp serial.csv mpi.csv
 cmp serial.h5 mpi.h5  # written seconds apart: no wall-clock stamps inside
@@ -59,4 +66,4 @@ for gpus in 12 24; do
   cat bad.err
 done
 grep -q "whole nodes\|1 to 16 GPUs" bad.err
-echo "search CLI: serial and MPI outputs identical, exit codes 1 and 2 as documented"
+echo "search CLI: serial, threaded and MPI outputs identical, exit codes 1 and 2 as documented"

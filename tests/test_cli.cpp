@@ -208,8 +208,12 @@ TEST_CASE("scenarios write a row per run, refused combinations in the same colum
                              {"overlap", {"plan", "none"}}}}}};
   };
   const std::string good = scratch.write("good.json", scenarios(R"(["zero3", "mics-16"])").dump());
-  const Result r = run(scratch, "scenarios " + good + " --csv " + scratch.path("good.csv").string());
+  const Result r = run(scratch, "scenarios " + good + " --threads 1 --csv " + scratch.path("good.csv").string());
   REQUIRE(r.exit_code == 0);
+  // The rows are simulated apart: on several threads the file is the same.
+  const Result threaded = run(scratch, "scenarios " + good + " --threads 3 --csv " + scratch.path("threads.csv").string());
+  REQUIRE(threaded.exit_code == 0);
+  CHECK(read(scratch.path("threads.csv")) == read(scratch.path("good.csv")));
   std::vector<std::vector<std::string>> rows;
   std::istringstream csv(read(scratch.path("good.csv")));
   for (std::string line; std::getline(csv, line);) {

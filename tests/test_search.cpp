@@ -185,6 +185,39 @@ TEST_CASE("memory rejections are the memory model's, and a limit below every pla
   for (const auto& r : nothing.results) CHECK(r.memory.total() >= nothing.results[nothing.smallest].memory.total());
 }
 
+TEST_CASE("a search on several threads gives every candidate the numbers a lone thread gives it", "[search]") {
+  TinySearch tiny;  // its space holds pipelines too: the largest programs
+  sim::PlanSearch lone(*tiny.cluster, *tiny.router, tiny.profile);
+  const sim::SearchResult serial = lone.run(tiny.request);
+  // A fresh search, so no thread starts with choices another run left behind.
+  sim::PlanSearch threaded(*tiny.cluster, *tiny.router, tiny.profile);
+  sim::WorkShare share;
+  share.threads = 3;
+  const sim::SearchResult parallel = threaded.run(tiny.request, share);
+  REQUIRE(serial.results.size() == parallel.results.size());
+  REQUIRE(serial.simulated > 3);
+  CHECK(serial.ranked == parallel.ranked);
+  CHECK(serial.pareto == parallel.pareto);
+  for (std::size_t i = 0; i < serial.results.size(); ++i) {
+    const auto& a = serial.results[i];
+    const auto& b = parallel.results[i];
+    INFO(sim::describe(serial.candidates[i]));
+    CHECK(a.memory.total() == b.memory.total());
+    REQUIRE(a.estimate.has_value() == b.estimate.has_value());
+    if (a.estimate) {
+      CHECK(a.estimate->step_seconds == b.estimate->step_seconds);
+      CHECK(a.estimate->peak_memory_bytes == b.estimate->peak_memory_bytes);
+      CHECK(a.estimate->exposed_communication_seconds == b.estimate->exposed_communication_seconds);
+    }
+    REQUIRE(a.simulation.has_value() == b.simulation.has_value());
+    if (a.simulation) {
+      CHECK(a.simulation->step_seconds == b.simulation->step_seconds);
+      CHECK(a.simulation->exposed_communication_seconds == b.simulation->exposed_communication_seconds);
+      CHECK(a.simulation->spine_bytes == b.simulation->spine_bytes);
+    }
+  }
+}
+
 TEST_CASE("the Pareto front holds no plan beaten on both memory and time", "[search]") {
   TinySearch tiny;
   sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);

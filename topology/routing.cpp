@@ -29,7 +29,10 @@ std::uint64_t mix(std::uint64_t x) {
 
 }  // namespace
 
-Router::Router(const Cluster& cluster) : cluster_(cluster) {}
+Router::Router(const Cluster& cluster)
+    : cluster_(cluster),
+      hops_filled_(static_cast<std::size_t>(cluster.leaf_count())),
+      hops_to_leaf_(static_cast<std::size_t>(cluster.leaf_count())) {}
 
 void Router::append(Route& route, LinkId link) const {
   route.links.push_back({link, 1.0});
@@ -37,20 +40,20 @@ void Router::append(Route& route, LinkId link) const {
 }
 
 const std::vector<int>& Router::hops_to_leaf(int leaf) const {
-  if (hops_to_leaf_.empty()) hops_to_leaf_.resize(static_cast<std::size_t>(cluster_.leaf_count()));
-  auto& hops = hops_to_leaf_[static_cast<std::size_t>(leaf)];
-  if (!hops.empty()) return hops;
-
-  const Graph& graph = cluster_.graph();
-  boost::filtered_graph<Graph, boost::keep_all, FabricSwitchesOnly> switches(graph, boost::keep_all(),
-                                                                            FabricSwitchesOnly{&cluster_});
-  hops.assign(boost::num_vertices(graph), -1);
-  const auto source = static_cast<Graph::vertex_descriptor>(cluster_.leaf_vertex(leaf));
-  hops[source] = 0;
-  // Links come in both directions, so hops from the leaf equal hops to it.
-  boost::breadth_first_search(
-      switches, source,
-      boost::visitor(boost::make_bfs_visitor(boost::record_distances(hops.data(), boost::on_tree_edge()))));
+  const auto index = static_cast<std::size_t>(leaf);
+  auto& hops = hops_to_leaf_.at(index);
+  std::call_once(hops_filled_[index], [&] {
+    const Graph& graph = cluster_.graph();
+    boost::filtered_graph<Graph, boost::keep_all, FabricSwitchesOnly> switches(graph, boost::keep_all(),
+                                                                              FabricSwitchesOnly{&cluster_});
+    hops.assign(boost::num_vertices(graph), -1);
+    const auto source = static_cast<Graph::vertex_descriptor>(cluster_.leaf_vertex(leaf));
+    hops[source] = 0;
+    // Links come in both directions, so hops from the leaf equal hops to it.
+    boost::breadth_first_search(
+        switches, source,
+        boost::visitor(boost::make_bfs_visitor(boost::record_distances(hops.data(), boost::on_tree_edge()))));
+  });
   return hops;
 }
 

@@ -8,11 +8,13 @@
 // Between leaf switches the equal-cost paths come from a breadth-first search
 // over the switch graph (Boost.Graph), and the cluster's ECMP mode decides
 // whether a flow is split over all of them or pinned to one by a hash.
+// Routing is const and safe from several threads at once.
 #pragma once
 
 #include "topology/cluster.h"
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 namespace shardsim::topology {
@@ -63,7 +65,8 @@ class Router {
 
   const Cluster& cluster_;
   // hops_to_leaf_[leaf][vertex]: switch hops from a fabric switch to `leaf`,
-  // filled on first use.
+  // filled on first use, once even when threads route at once (a search's).
+  mutable std::vector<std::once_flag> hops_filled_;
   mutable std::vector<std::vector<int>> hops_to_leaf_;
 };
 

@@ -1,5 +1,7 @@
 #include "sim/cli/commands.h"
 
+#include "sim/search/parallel_for.h"
+
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -68,6 +70,9 @@ Measurement run_child(const std::string& executable, const std::vector<std::stri
 
 int run_bench(const std::string& cluster, int repeat) {
   const std::string executable = self_executable();
+  // The searches run on every CPU here, as `shardsim search` does by default.
+  const std::string threads = std::to_string(sim::available_cpus());
+  const std::string on_threads = ", " + threads + " thread" + (threads == "1" ? "" : "s");
   const std::vector<BenchCase> cases = {
       {"1 GiB all-reduce, " + cluster + ", flow",
        {"collective", "--cluster", cluster, "--op", "all_reduce", "-b", "1G", "-e", "1G"},
@@ -101,14 +106,17 @@ int run_bench(const std::string& cluster, int repeat) {
       {"training step, Mixtral-8x7B ZeRO-1, experts over 8 (E+D), every rank of " + cluster,
        {"run", "--cluster", cluster, "--model", "mixtral-8x7b", "--plan", "zero1", "--expert-parallel", "8"},
        "<= 1 s, <= 2 GiB"},
-      {"full plan search, LLaMA-7B on all 1024 GPUs of " + cluster,
-       {"search", "--cluster", cluster, "--model", "llama-7b"},
+      {"full plan search, LLaMA-7B on all 1024 GPUs of " + cluster + ", 1 thread",
+       {"search", "--cluster", cluster, "--model", "llama-7b", "--threads", "1"},
+       ""},
+      {"full plan search, LLaMA-7B on all 1024 GPUs of " + cluster + on_threads,
+       {"search", "--cluster", cluster, "--model", "llama-7b", "--threads", threads},
        "< 60 s"},
-      {"full plan search, LLaMA-30B on all 1024 GPUs of " + cluster,
-       {"search", "--cluster", cluster, "--model", "llama-30b"},
+      {"full plan search, LLaMA-30B on all 1024 GPUs of " + cluster + on_threads,
+       {"search", "--cluster", cluster, "--model", "llama-30b", "--threads", threads},
        "< 60 s"},
-      {"full plan search, LLaMA-65B on all 1024 GPUs of " + cluster + " (pipelines win)",
-       {"search", "--cluster", cluster, "--model", "llama-65b"},
+      {"full plan search, LLaMA-65B on all 1024 GPUs of " + cluster + " (pipelines win)" + on_threads,
+       {"search", "--cluster", cluster, "--model", "llama-65b", "--threads", threads},
        "< 60 s"},
   };
   std::printf("# shardsim bench: whole process per case, best wall time of %d runs, peak RSS\n", repeat);

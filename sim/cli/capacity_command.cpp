@@ -11,6 +11,7 @@
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/reliability_options.h"
 #include "sim/cli/search_space_options.h"
+#include "sim/cli/threads_option.h"
 #include "sim/cli/token_count.h"
 #include "sim/search/capacity_output.h"
 #include "sim/search/capacity_plan.h"
@@ -40,6 +41,7 @@ struct CapacityOptions {
   std::optional<double> deadline_days;
   sim::ReliabilityInputs reliability;
   std::size_t simulate = 8;
+  int threads = 0;  // 0: mpi_work_share's default
   SearchSpaceOptions space;
   std::string csv;
   bool json = false;
@@ -80,7 +82,7 @@ int capacity(const CapacityOptions& options, int rank, int processes) {
   }
 
   sim::PlanSearch planner(cluster, router, profile);
-  const sim::WorkShare share = mpi_work_share(rank, processes);
+  const sim::WorkShare share = mpi_work_share(rank, processes, options.threads);
   SearchProgressBar progress;
   sim::CapacityPlan plan;
   try {
@@ -144,6 +146,7 @@ void add_capacity_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
   add_search_space_options(*command, options->space);
+  add_threads_option(*command, options->threads);
   add_reliability_options(*command, options->reliability);
   command->add_option("--csv", options->csv, "Write one row per GPU count as CSV");
   command->add_flag("--json", options->json, "Print the plan as JSON");

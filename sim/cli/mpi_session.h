@@ -50,11 +50,13 @@ inline bool launched_by_mpi() {
 // agree on the result. Bad input fails alike on every process, so rank 0 says
 // why and the others exit 2 quietly; any other failure aborts the whole job,
 // since one process failing alone would leave the others waiting in a
-// collective. `command` names the command in that message.
+// collective. `command` names the command in that message. Threads of `work`
+// may run beside it, but only the calling thread calls MPI.
 int run_across_processes(const char* command, const std::function<int(int rank, int size)>& work);
 
 // Process `rank` of `processes` in a search's work (sim/search/plan_search.h),
-// its numbers summed over MPI_COMM_WORLD; alone, nothing to sum.
-sim::WorkShare mpi_work_share(int rank, int processes);
+// its numbers summed over MPI_COMM_WORLD; alone, nothing to sum. On the
+// threads `--threads` asks for (threads_option.h).
+sim::WorkShare mpi_work_share(int rank, int processes, int threads_option);
 
 }  // namespace shardsim::cli

@@ -12,6 +12,8 @@
 #include "sim/cli/atomic_output.h"
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
+#include "sim/cli/threads_option.h"
+#include "sim/search/parallel_for.h"
 #include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
 #include "sim/text_format.h"
@@ -25,6 +27,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 namespace shardsim::cli {
@@ -42,6 +45,7 @@ struct ScenarioRun {
 struct ScenarioOptions {
   std::string file;
   std::string csv;
+  int threads = 0;  // 0: threads_to_use's default
 };
 
 std::vector<ScenarioRun> parse_runs(JsonObjectReader& reader) {
@@ -111,58 +115,73 @@ int run_scenarios(const ScenarioOptions& options) {
   const topology::Router router(cluster);
   const calib::Profile profile = load_job_profile("", spec);
 
-  std::size_t total = 0;
-  for (const ScenarioRun& run : runs) total += run.plans.size() * run.gpus.size() * run.overlaps.size();
-  ProgressBar progress("scenarios", total);
-  std::ostringstream out;
-  out << std::setprecision(6);
-  out << "model,plan,system,gpus,overlap,f_p,f_g,f_os,micro_batches,step_seconds,mfu,tokens_per_gpu_per_second,"
-         "peak_memory_gib,fits,exposed_communication_seconds,note\n";
+  // One row per model x plan x GPU count x overlap, each simulated apart
+  // (on the threads) and written in this order.
+  struct Row {
+    const ScenarioRun* run;
+    std::string plan;
+    int gpus;
+    std::string overlap;
+  };
+  std::vector<Row> rows;
   for (const ScenarioRun& run : runs) {
     for (const std::string& plan : run.plans) {
       for (int gpus : run.gpus) {
-        for (const std::string& overlap : run.overlaps) {
-          out << run.model << "," << plan << ",";
-          JobOptions job;
-          job.cluster = cluster_name;
-          job.model = run.model;
-          job.plan = plan;
-          job.training = run.training;
-          job.gpus = gpus;
-          try {
-            JobInputs inputs = load_job_inputs(job);
-            workloads::apply_overlap_level(inputs.step.plan, overlap);
-            const workloads::Program program = workloads::compile_step(inputs.step);
-            sim::StepSimulationOptions simulation;
-            simulation.timed_ranks = std::vector<int>{0};  // the breakdown's rank
-            const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile, simulation);
-            const sim::StepSummary summary = sim::summarize_step(program, timeline, profile, spec.node.gpu_memory_bytes);
-            const nlohmann::json& d = program.description;
-            out << d["system"].get<std::string>() << "," << gpus << "," << overlap << ","
-                << d["factors"]["parameters"] << "," << d["factors"]["gradients"] << "," << d["factors"]["optimizer"]
-                << "," << d["gradient_accumulation_steps"] << ",";
-            if (timeline.out_of_memory) {
-              out << ",,,,no,,out of memory at " << csv_field(timeline.out_of_memory->op) << "\n";
-            } else {
-              out << summary.step_seconds << "," << summary.mfu << "," << summary.tokens_per_gpu_per_second << ","
-                  << summary.peak_memory.total_bytes / (1024.0 * 1024.0 * 1024.0) << ",yes,"
-                  << summary.breakdown.exposed_total() << ",\n";
-            }
-          } catch (const InputError& e) {
-            // A combination the plan's rules refuse (factors that do not divide
-            // the GPU count, say) is a row that says why, not a failed run.
-            out << "," << gpus << "," << overlap << ",,,,,,,,,,," << csv_field(e.what()) << "\n";
-          }
-          progress.advance();
-        }
+        for (const std::string& overlap : run.overlaps) rows.push_back({&run, plan, gpus, overlap});
       }
     }
   }
+  ProgressBar progress("scenarios", rows.size());
+  std::mutex progress_mutex;
+  std::vector<std::string> lines(rows.size());
+  sim::parallel_for(rows.size(), threads_to_use(options.threads, 1), [&](int, std::size_t k) {
+    const Row& row = rows[k];
+    std::ostringstream out;
+    out << std::setprecision(6);
+    out << row.run->model << "," << row.plan << ",";
+    JobOptions job;
+    job.cluster = cluster_name;
+    job.model = row.run->model;
+    job.plan = row.plan;
+    job.training = row.run->training;
+    job.gpus = row.gpus;
+    try {
+      JobInputs inputs = load_job_inputs(job);
+      workloads::apply_overlap_level(inputs.step.plan, row.overlap);
+      const workloads::Program program = workloads::compile_step(inputs.step);
+      sim::StepSimulationOptions simulation;
+      simulation.timed_ranks = std::vector<int>{0};  // the breakdown's rank
+      const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile, simulation);
+      const sim::StepSummary summary = sim::summarize_step(program, timeline, profile, spec.node.gpu_memory_bytes);
+      const nlohmann::json& d = program.description;
+      out << d["system"].get<std::string>() << "," << row.gpus << "," << row.overlap << ","
+          << d["factors"]["parameters"] << "," << d["factors"]["gradients"] << "," << d["factors"]["optimizer"] << ","
+          << d["gradient_accumulation_steps"] << ",";
+      if (timeline.out_of_memory) {
+        out << ",,,,no,,out of memory at " << csv_field(timeline.out_of_memory->op) << "\n";
+      } else {
+        out << summary.step_seconds << "," << summary.mfu << "," << summary.tokens_per_gpu_per_second << ","
+            << summary.peak_memory.total_bytes / (1024.0 * 1024.0 * 1024.0) << ",yes,"
+            << summary.breakdown.exposed_total() << ",\n";
+      }
+    } catch (const InputError& e) {
+      // A combination the plan's rules refuse (factors that do not divide
+      // the GPU count, say) is a row that says why, not a failed run.
+      out << "," << row.gpus << "," << row.overlap << ",,,,,,,,,,," << csv_field(e.what()) << "\n";
+    }
+    lines[k] = out.str();
+    const std::lock_guard lock(progress_mutex);
+    progress.advance();
+  });
+  std::string csv =
+      "model,plan,system,gpus,overlap,f_p,f_g,f_os,micro_batches,step_seconds,mfu,tokens_per_gpu_per_second,"
+      "peak_memory_gib,fits,exposed_communication_seconds,note\n";
+  for (const std::string& line : lines) csv += line;
   if (options.csv.empty()) {
-    std::fputs(out.str().c_str(), stdout);
+    std::fputs(csv.c_str(), stdout);
   } else {
     AtomicOutputFile file(options.csv);
-    file.stream() << out.str();
+    file.stream() << csv;
     file.commit();
   }
   return 0;
@@ -179,6 +198,7 @@ void add_scenarios_command(CLI::App& app, int& exit_code) {
   command->add_option("file", options->file, "Scenario JSON (cluster, and runs of models x plans x GPUs x overlaps)")
       ->required();
   command->add_option("--csv", options->csv, "Write the CSV here instead of stdout");
+  add_threads_option(*command, options->threads);
   command->callback([options, &exit_code] { exit_code = run_scenarios(*options); });
 }
 

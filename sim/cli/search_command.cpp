@@ -11,6 +11,7 @@
 #include "sim/cli/mpi_session.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/search_space_options.h"
+#include "sim/cli/threads_option.h"
 #include "sim/cli/step_table.h"
 #include "sim/search/plan_search.h"
 #include "sim/search/search_output.h"
@@ -39,6 +40,7 @@ struct SearchOptions {
   std::string memory_limit;  // default: the GPU's memory
   std::size_t top = 10;
   std::size_t simulate = 16;
+  int threads = 0;  // 0: mpi_work_share's default
   SearchSpaceOptions space;
   bool show_rejected = false;
   std::string csv;
@@ -73,7 +75,7 @@ int search(const SearchOptions& options, int rank, int processes) {
   const topology::Router router(cluster);
   sim::PlanSearch planner(cluster, router, profile);
 
-  const sim::WorkShare share = mpi_work_share(rank, processes);
+  const sim::WorkShare share = mpi_work_share(rank, processes, options.threads);
   try {
     topology::place_ranks(cluster, gpus, topology::PlacementPolicy::consecutive);
   } catch (const std::invalid_argument& e) {
@@ -171,6 +173,7 @@ void add_search_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_flag("--show-rejected", options->show_rejected, "List every rejected candidate with the reason");
   add_search_space_options(*command, options->space);
+  add_threads_option(*command, options->threads);
   command->add_option("--csv", options->csv, "Write every candidate, estimated and simulated numbers, as CSV");
   command->add_option("--h5", options->h5, "Write every candidate as an HDF5 table (/candidates)");
   command->add_flag("--json", options->json, "Print the ranked table and Pareto front as JSON");

@@ -1,10 +1,12 @@
 #include "sim/search/plan_search.h"
 
+#include "sim/search/parallel_for.h"
 #include "sim/step/step_simulator.h"
 #include "workloads/step_compiler.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <numeric>
 
 namespace shardsim::sim {
@@ -59,19 +61,25 @@ std::vector<std::size_t> pareto_front(std::vector<std::size_t> indices, Memory m
   return front;
 }
 
-// Runs `evaluate` on this process's share of `items`, `fields` numbers each,
-// and returns everyone's numbers.
+// Runs evaluate(worker, item, out) on this process's share of `items`, on
+// its threads, `fields` numbers each, and returns everyone's numbers.
 template <typename Evaluate>
 std::vector<double> evaluate_shared(const std::vector<std::size_t>& items, std::size_t fields, const WorkShare& share,
                                     SearchProgress* progress, const std::string& label, Evaluate evaluate) {
   std::vector<double> values(items.size() * fields, 0.0);
   const auto stride = static_cast<std::size_t>(std::max(share.size, 1));
   const auto first = static_cast<std::size_t>(std::max(share.rank, 0));
-  if (progress) progress->phase(label, items.size() > first ? (items.size() - first + stride - 1) / stride : 0);
-  for (std::size_t k = first; k < items.size(); k += stride) {
-    evaluate(items[k], values.data() + k * fields);
-    if (progress) progress->advance();
-  }
+  const std::size_t mine = items.size() > first ? (items.size() - first + stride - 1) / stride : 0;
+  if (progress) progress->phase(label, mine);
+  std::mutex progress_mutex;
+  parallel_for(mine, share.threads, [&](int worker, std::size_t j) {
+    const std::size_t k = first + j * stride;
+    evaluate(worker, items[k], values.data() + k * fields);
+    if (progress) {
+      const std::lock_guard lock(progress_mutex);
+      progress->advance();
+    }
+  });
   if (share.sum) share.sum(values);
   return values;
 }
@@ -90,18 +98,26 @@ std::string memory_rejection(const workloads::MemoryBreakdown& memory, double li
 }
 
 PlanSearch::PlanSearch(const topology::Cluster& cluster, const topology::Router& router, const calib::Profile& profile)
-    : cluster_(cluster), router_(router), profile_(profile), choices_(cluster, router, profile) {}
+    : cluster_(cluster), router_(router), profile_(profile) {}
+
+CollectiveChoices& PlanSearch::choices(int worker) {
+  // Grows only outside the threads: run() makes every thread's first.
+  while (choices_.size() <= static_cast<std::size_t>(worker)) {
+    choices_.push_back(std::make_unique<CollectiveChoices>(cluster_, router_, profile_));
+  }
+  return *choices_[static_cast<std::size_t>(worker)];
+}
 
 workloads::Program PlanSearch::compile(const SearchRequest& request, const Candidate& candidate) const {
   return workloads::compile_step(step_config(request.model, candidate, cluster_.gpus_per_node()));
 }
 
-StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candidate& candidate) {
+StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candidate& candidate, int worker) {
   StepSimulationOptions options;
   options.network = NetworkMode::analytical;
   options.mirror_ranks = true;
   options.gpu_of_rank = candidate.placement->gpu_of_rank;
-  options.choices = &choices_;
+  options.choices = &choices(worker);
   options.timed_ranks = std::vector<int>{0};  // the exposed communication below
   const StepTimeline timeline = simulate_step(program, cluster_, router_, profile_, options);
   StepEstimate estimate;
@@ -116,11 +132,11 @@ StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candi
   return estimate;
 }
 
-StepTimeline PlanSearch::simulate(const workloads::Program& program, const Candidate& candidate) {
+StepTimeline PlanSearch::simulate(const workloads::Program& program, const Candidate& candidate, int worker) {
   StepSimulationOptions options;
   options.network = NetworkMode::flow;
   options.gpu_of_rank = candidate.placement->gpu_of_rank;
-  options.choices = &choices_;
+  options.choices = &choices(worker);
   options.timed_ranks = std::vector<int>{0};  // summarize() breaks rank 0's time down
   return simulate_step(program, cluster_, router_, profile_, options);
 }
@@ -148,11 +164,19 @@ SearchResult PlanSearch::run(const SearchRequest& request, const WorkShare& shar
   const auto& candidates = result.candidates;
   result.results.resize(candidates.size());
   const double limit = cluster_.spec().node.gpu_memory_bytes;
+  // Every thread's collective choices, made before the threads start.
+  for (int worker = 0; worker < std::max(share.threads, 1); ++worker) choices(worker);
 
+  // Every process takes every candidate's memory: it is cheap beside the
+  // estimates, and the rejections need it everywhere.
+  parallel_for(candidates.size(), share.threads, [&](int, std::size_t k) {
+    const Candidate& candidate = candidates[k];
+    result.results[candidate.index].memory =
+        workloads::estimate_step_memory(step_config(request.model, candidate, cluster_.gpus_per_node())).memory;
+  });
   std::vector<std::size_t> fitting;
   for (const Candidate& candidate : candidates) {
     CandidateResult& r = result.results[candidate.index];
-    r.memory = workloads::estimate_step_memory(step_config(request.model, candidate, cluster_.gpus_per_node())).memory;
     r.fits = r.memory.total() <= limit;
     if (r.fits) fitting.push_back(candidate.index);
     if (r.memory.total() < result.results[result.smallest].memory.total()) result.smallest = candidate.index;
@@ -160,7 +184,9 @@ SearchResult PlanSearch::run(const SearchRequest& request, const WorkShare& shar
 
   const auto estimates = evaluate_shared(
       fitting, kEstimateFields, share, progress, "estimating " + std::to_string(fitting.size()) + " plans",
-      [&](std::size_t index, double* out) { put(estimate(compile(request, candidates[index]), candidates[index]), out); });
+      [&](int worker, std::size_t index, double* out) {
+        put(estimate(compile(request, candidates[index]), candidates[index], worker), out);
+      });
   std::vector<std::size_t> estimated;
   for (std::size_t k = 0; k < fitting.size(); ++k) {
     auto& r = result.results[fitting[k]];
@@ -184,9 +210,9 @@ SearchResult PlanSearch::run(const SearchRequest& request, const WorkShare& shar
 
   const auto simulations = evaluate_shared(
       chosen, kSimulationFields, share, progress, "simulating " + std::to_string(chosen.size()) + " plans on the flow network",
-      [&](std::size_t index, double* out) {
+      [&](int worker, std::size_t index, double* out) {
         const workloads::Program program = compile(request, candidates[index]);
-        put(summarize(program, simulate(program, candidates[index])), out);
+        put(summarize(program, simulate(program, candidates[index], worker)), out);
       });
   for (std::size_t k = 0; k < chosen.size(); ++k) {
     auto& r = result.results[chosen[k]];

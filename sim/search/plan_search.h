@@ -18,7 +18,10 @@
 // The work of steps 2 and 3 can be shared among processes (WorkShare): each
 // evaluates every size-th candidate and the numbers are summed across them,
 // so every process ends with the same arrays as a lone one: the same output,
-// byte for byte.
+// byte for byte. Within a process the candidates run on `threads` threads,
+// each with its own collective choices (a candidate's numbers do not depend
+// on what its thread evaluated before), so the output does not depend on the
+// thread count either.
 #pragma once
 
 #include "calib/profile.h"
@@ -32,6 +35,7 @@
 #include "workloads/program.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,12 +53,14 @@ struct SearchRequest {
   bool simulate_pareto_front = true;
 };
 
-// Process `rank` of `size` evaluates candidates rank, rank + size, ...;
-// sum() adds a vector element-wise over all processes, in place
-// (MPI_Allreduce); alone, it does nothing.
+// Process `rank` of `size` evaluates candidates rank, rank + size, ...,
+// on `threads` threads; sum() adds a vector element-wise over all
+// processes, in place (MPI_Allreduce), called on the thread that called run();
+// alone, it does nothing.
 struct WorkShare {
   int rank = 0;
   int size = 1;
+  int threads = 1;
   std::function<void(std::vector<double>& values)> sum;
 };
 
@@ -111,18 +117,23 @@ class PlanSearch {
   SearchResult run(const SearchRequest& request, const WorkShare& share = {}, SearchProgress* progress = nullptr);
   const topology::Cluster& cluster() const { return cluster_; }
 
-  // The pieces, for --explain and for tests.
+  // The pieces, for --explain and for tests; `worker` names the thread's
+  // collective choices (0 outside run()).
   workloads::Program compile(const SearchRequest& request, const Candidate& candidate) const;
-  StepEstimate estimate(const workloads::Program& program, const Candidate& candidate);
+  StepEstimate estimate(const workloads::Program& program, const Candidate& candidate, int worker = 0);
   // Every rank on the flow network; the Timeline keeps rank 0's op timings.
-  StepTimeline simulate(const workloads::Program& program, const Candidate& candidate);
+  StepTimeline simulate(const workloads::Program& program, const Candidate& candidate, int worker = 0);
   SimulatedStep summarize(const workloads::Program& program, const StepTimeline& timeline) const;
 
  private:
+  CollectiveChoices& choices(int worker);
+
   const topology::Cluster& cluster_;
-  const topology::Router& router_;
+  const topology::Router& router_;  // shared by the threads: its lazy tables fill once
   const calib::Profile& profile_;
-  CollectiveChoices choices_;
+  // One per thread, kept across runs (a capacity plan searches several GPU
+  // counts over the same groups).
+  std::vector<std::unique_ptr<CollectiveChoices>> choices_;
 };
 
 // "needs 91.2 GiB > 80.0 GiB: optimizer states 48.0, ..." for a rejection.
