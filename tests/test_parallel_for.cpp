@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -72,4 +74,10 @@ TEST_CASE("parallel_for rethrows the failure of the lowest item, after every ite
   }
 }
 
-TEST_CASE("available_cpus counts at least one CPU", "[parallel_for]") { CHECK(available_cpus() >= 1); }
+TEST_CASE("available_cpus counts at least one CPU and no more than the process may run on", "[parallel_for]") {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  CHECK(available_cpus() >= 1);
+  CHECK(available_cpus() <= CPU_COUNT(&set));
+}

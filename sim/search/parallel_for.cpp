@@ -3,10 +3,14 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <atomic>
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -48,11 +52,34 @@ void parallel_for(std::size_t count, int threads, const std::function<void(int w
   if (failure) std::rethrow_exception(failure);
 }
 
+namespace {
+
+// The CPUs a container's CPU quota allows (cgroup v2 cpu.max, else v1's
+// cfs quota and period, at the container's cgroup root), rounded up; 0 when
+// there is no quota. A container given 2 CPUs of a 64-core host still sees
+// all 64 in its affinity mask.
+int cpu_quota() {
+  double quota = -1, period = 0;
+  if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
+    std::string limit;
+    if (v2 >> limit >> period && limit != "max") quota = std::strtod(limit.c_str(), nullptr);
+  } else {
+    std::ifstream q("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+    if (!(q >> quota) || !(p >> period)) quota = -1;
+  }
+  if (quota <= 0 || period <= 0) return 0;
+  return std::max(static_cast<int>(std::ceil(quota / period)), 1);
+}
+
+}  // namespace
+
 int available_cpus() {
+  int cpus = static_cast<int>(std::max(std::thread::hardware_concurrency(), 1u));
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(CPU_COUNT(&set), 1);
-  return static_cast<int>(std::max(std::thread::hardware_concurrency(), 1u));
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = std::max(CPU_COUNT(&set), 1);
+  const int quota = cpu_quota();
+  return quota > 0 ? std::min(cpus, quota) : cpus;
 }
 
 }  // namespace shardsim::sim

@@ -19,7 +19,8 @@ namespace shardsim::sim {
 // item, runs on the calling thread alone.
 void parallel_for(std::size_t count, int threads, const std::function<void(int worker, std::size_t item)>& work);
 
-// The CPUs this process may run on (its affinity mask), at least 1.
+// The CPUs this process may run on: its affinity mask, capped by its
+// container's CPU quota (cgroups); at least 1.
 int available_cpus();
 
 }  // namespace shardsim::sim
