@@ -3,11 +3,11 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <atomic>
 #include <exception>
+#include <fstream>
 #include <limits>
 #include <mutex>
 #include <string>
