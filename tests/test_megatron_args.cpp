@@ -245,6 +245,35 @@ TEST_CASE("the model the flags describe must be the model simulated", "[megatron
                Catch::Contains("--position-embedding-type (line 1): Megatron builds rope positions"));
 }
 
+TEST_CASE("a launch with multi-latent attention is checked against the MLA shape, kv_channels left aside",
+          "[megatron-args][mla]") {
+  // DeepSeek-V3 described in full, tensor parallelism 2 with sequence
+  // parallelism, its experts over 8 GPUs.
+  const std::string deepseek =
+      "--num-layers 61 --hidden-size 7168 --ffn-hidden-size 18432 --num-attention-heads 128 --swiglu "
+      "--normalization RMSNorm --position-embedding-type rope --disable-bias-linear "
+      "--untie-embeddings-and-output-weights --num-experts 256 --moe-ffn-hidden-size 2048 --moe-router-topk 8 "
+      "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 8 "
+      "--expert-tensor-parallel-size 1 --kv-channels 128 ";
+  const std::string latent = "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 "
+                             "--qk-pos-emb-head-dim 64 --v-head-dim 128";
+  const MegatronJob job = import(deepseek + latent, "deepseek-v3", 16);
+  REQUIRE(job.plan.model_parallel.tensor == 2);
+  REQUIRE(job.plan.model_parallel.sequence_parallel);
+  REQUIRE(job.plan.experts.parallel == 8);
+  REQUIRE(job.data_parallel == 8);
+
+  REQUIRE_THAT(refusal(deepseek + "--bf16", "deepseek-v3"),
+               Catch::Contains("--multi-latent-attention: Megatron builds standard attention (no "
+                               "--multi-latent-attention) from these flags, but model deepseek-v3 has MLA layers"));
+  REQUIRE_THAT(refusal(deepseek + latent + " --kv-lora-rank 256", "deepseek-v3"),
+               Catch::Contains("--kv-lora-rank (line 1): 256, but model deepseek-v3 has mla.kv_lora_rank 512"));
+  REQUIRE_THAT(refusal(deepseek + latent + " --qk-pos-emb-head-dim 32", "deepseek-v3"),
+               Catch::Contains("--qk-pos-emb-head-dim (line 1): 32, but model deepseek-v3 has mla.qk_rope_head_dim 64"));
+  REQUIRE_THAT(refusal("--multi-latent-attention"),
+               Catch::Contains("--multi-latent-attention (line 1): is given, but model llama-7b has no MLA layers"));
+}
+
 TEST_CASE("launches shardsim cannot simulate are refused naming the file and the flag", "[megatron-args][input]") {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{\"zero_optimization\": {\"stage\": 3}}", "args.sh: (flags): no --flag found"},

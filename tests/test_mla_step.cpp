@@ -1,7 +1,10 @@
 // Multi-head latent attention (DeepSeek-V2/V3) in the compiler: the
 // projections' FLOPs against the attention weights worked out by hand, the
 // core at its two head sizes, DeepSeek-V3's activated parameters against the
-// published 37 B, what is refused, and a simulated step that is consistent.
+// published 37 B; under tensor parallelism (Megatron-Core's MLASelfAttention)
+// the split and whole weights, the FLOPs conserved over the group, every
+// gathered latent reduce-scattered back, the whole weights' gradients summed
+// once a step; what is refused, and simulated steps that are consistent.
 #include "pipeline_checks.h"
 #include "topology/placement.h"
 #include "workloads/hf_config.h"
@@ -10,8 +13,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
 using namespace shardsim;
 using namespace shardsim::workloads;
@@ -48,6 +53,43 @@ double attention_weights(const ModelSpec& model) {
   const double q_lora = 96, kv_lora = 64, nope = 32, rope = 16, v = 40;
   const double queries = model.mla.q_lora_rank > 0 ? h * q_lora + q_lora * H * (nope + rope) : h * H * (nope + rope);
   return queries + h * (kv_lora + rope) + kv_lora * H * (nope + v) + H * v * h;
+}
+
+// The weights every GPU of a tensor-parallel group holds whole: the layer's
+// RMSNorm, W^DQ and the query latent's norm (if any), W^DKV with W^KR, and
+// the key-value latent's norm.
+double whole_attention_weights(const ModelSpec& model) {
+  const double h = static_cast<double>(model.hidden), q_lora = 96, kv_lora = 64, rope = 16;
+  return h + (model.mla.q_lora_rank > 0 ? h * q_lora + q_lora : 0) + h * (kv_lora + rope) + kv_lora;
+}
+
+// GEMM and attention-core FLOPs of a kernel list, calls left out.
+double matrix_flops(const std::vector<KernelSpec>& list) {
+  double flops = 0;
+  for (const KernelSpec& spec : list) {
+    if (!spec.call && (spec.kernel == KernelClass::gemm || spec.kernel == KernelClass::attention)) flops += spec.flops;
+  }
+  return flops;
+}
+
+// The bytes of each call of `op` in a kernel list, sorted.
+std::vector<double> call_bytes(const std::vector<KernelSpec>& list, CollectiveOp op) {
+  std::vector<double> bytes;
+  for (const KernelSpec& spec : list) {
+    if (spec.call && spec.call->op == op) {
+      REQUIRE(spec.call->group == CallGroup::tensor_parallel);
+      bytes.push_back(spec.call->bytes);
+    }
+  }
+  std::sort(bytes.begin(), bytes.end());
+  return bytes;
+}
+
+ModelParallelism tensor_parallel(int t) {
+  ModelParallelism parallel;
+  parallel.tensor = t;
+  parallel.sequence_parallel = t > 1;
+  return parallel;
 }
 
 }  // namespace
@@ -118,16 +160,76 @@ TEST_CASE("DeepSeek-V3 activates the published 37 B parameters per token", "[mla
   REQUIRE(active + vocab * h == Approx(37e9).epsilon(0.015));
 }
 
-TEST_CASE("MLA layers under tensor, Ulysses or context parallelism are refused with the reason", "[mla][input]") {
-  for (const auto& [tensor, ulysses, context] : {std::tuple{2, 1, 1}, std::tuple{1, 2, 1}, std::tuple{1, 1, 2}}) {
-    ModelParallelism parallel;
-    parallel.tensor = tensor;
-    parallel.ulysses = ulysses;
-    parallel.context = context;
-    REQUIRE_THROWS_WITH(transformer_modules(tiny_mla_model(), tiny_training(true), parallel),
-                        Catch::StartsWith("tiny-mla: MLA layers are compiled without tensor, DeepSpeed-Ulysses or "
-                                          "context parallelism"));
+TEST_CASE("under tensor parallelism an MLA layer splits its heads t ways; down-projections and latent norms stay "
+          "whole on each GPU's tokens",
+          "[mla][megatron][kernels]") {
+  const double T = 1024, h = 512, e = 2, q_lora = 96, kv_lora = 64, rope = 16;
+  for (const std::int64_t q_rank : {std::int64_t{96}, std::int64_t{0}}) {
+    const ModelSpec model = tiny_mla_model(q_rank);
+    const double whole = whole_attention_weights(model);
+    const double split = attention_weights(model) + h + (q_rank > 0 ? q_lora : 0) + kv_lora - whole;
+    double unsplit_forward = 0, unsplit_backward = 0;
+    for (const int t : {1, 2, 4, 8}) {
+      INFO("q_lora_rank " << q_rank << ", tensor " << t);
+      const std::vector<ModuleWork> modules = transformer_modules(model, tiny_training(true), tensor_parallel(t));
+      const ModuleWork& attention = modules[1];
+      REQUIRE(attention.name == "layer0.attention");
+      REQUIRE(attention.parameters == Approx(whole + split / t).epsilon(1e-12));
+      // Their gradients are partial sums over each GPU's tokens under
+      // sequence parallelism; so are the MLP block's norm's and the final norm's.
+      REQUIRE(attention.sequence_parallel_parameters == (t > 1 ? whole : 0));
+      REQUIRE(modules[2].sequence_parallel_parameters == (t > 1 ? h : 0));
+      REQUIRE(modules.back().sequence_parallel_parameters == (t > 1 ? h : 0));
+      REQUIRE(modules.front().sequence_parallel_parameters == 0);
+
+      // The down-projections on T / t tokens and the up-projections, core and
+      // output projection on T tokens of H / t heads: the work splits exactly.
+      const double forward = matrix_flops(attention.forward), backward = matrix_flops(attention.backward);
+      if (t == 1) {
+        unsplit_forward = forward;
+        unsplit_backward = backward;
+      }
+      REQUIRE(forward * t == Approx(unsplit_forward).epsilon(1e-12));
+      REQUIRE(backward * t == Approx(unsplit_backward).epsilon(1e-12));
+
+      // Forward: the rotary key, the query latent (or, without one, the
+      // hidden states for q_proj) and the key-value latent gathered along the
+      // sequence; the output projection reduce-scattered. No hidden-state
+      // gather for the down-projections, which use this GPU's tokens.
+      const double q_in = q_rank > 0 ? q_lora : h;
+      std::vector<double> gathered = {e * T * rope, e * T * q_in, e * T * kv_lora};
+      std::sort(gathered.begin(), gathered.end());
+      if (t == 1) gathered.clear();
+      REQUIRE(call_bytes(attention.forward, CollectiveOp::all_gather) == gathered);
+      REQUIRE(call_bytes(attention.forward, CollectiveOp::reduce_scatter) ==
+              (t > 1 ? std::vector<double>{e * T * h} : std::vector<double>{}));
+      // Backward: every gathered input comes back as its gradient's
+      // reduce-scatter; the output projection's output gradient and the
+      // up-projections' inputs are gathered (again) for the GEMMs.
+      REQUIRE(call_bytes(attention.backward, CollectiveOp::reduce_scatter) == gathered);
+      std::vector<double> regathered = {e * T * h, e * T * q_in, e * T * kv_lora};
+      std::sort(regathered.begin(), regathered.end());
+      if (t == 1) regathered.clear();
+      REQUIRE(call_bytes(attention.backward, CollectiveOp::all_gather) == regathered);
+      REQUIRE(call_bytes(attention.forward, CollectiveOp::all_reduce).empty());
+      REQUIRE(call_bytes(attention.backward, CollectiveOp::all_reduce).empty());
+    }
   }
+}
+
+TEST_CASE("MLA layers under Ulysses, or tensor parallelism without sequence parallelism, are refused with the reason",
+          "[mla][input]") {
+  ModelParallelism ulysses;
+  ulysses.ulysses = 2;
+  REQUIRE_THROWS_WITH(transformer_modules(tiny_mla_model(), tiny_training(true), ulysses),
+                      "tiny-mla: MLA layers are compiled without DeepSpeed-Ulysses (Ulysses 2)");
+  ModelParallelism tensor = tensor_parallel(2);
+  tensor.sequence_parallel = false;
+  REQUIRE_THROWS_WITH(transformer_modules(tiny_mla_model(), tiny_training(true), tensor),
+                      "tiny-mla: MLA layers under tensor parallelism are compiled with sequence parallelism (tensor 2)");
+  ModelParallelism heads = tensor_parallel(16);
+  REQUIRE_THROWS_WITH(transformer_modules(tiny_mla_model(), tiny_training(true), heads),
+                      "tiny-mla: heads (8) must divide over the 16 tensor-parallel GPUs");
 }
 
 TEST_CASE("a step of an MLA model with MoE layers runs every op once, in order, and fits", "[mla][step]") {
@@ -145,5 +247,45 @@ TEST_CASE("a step of an MLA model with MoE layers runs every op once, in order, 
     config.plan.experts = {8, topology::MoeLayout::expert_data};
     const Program program = compile_step(config);
     test::require_consistent_step(program, test::pipeline_world());
+  }
+}
+
+TEST_CASE("Megatron-LM runs an MLA model with MoE layers under tensor, context and expert parallelism: consistent, "
+          "and each stage sums its whole weights' gradients over the group once",
+          "[mla][megatron][step]") {
+  ModelSpec model = tiny_mla_model();
+  model.has_moe = true;
+  model.moe.experts = 8;
+  model.moe.experts_per_token = 2;
+  model.moe.expert_ffn_hidden = 704;
+  model.moe.first_dense_layers = 1;
+  const double h = 512;
+  for (const auto& [tensor, context, data] : {std::tuple{2, 1, 4}, std::tuple{2, 2, 2}, std::tuple{4, 1, 2}}) {
+    INFO("tensor " << tensor << ", context " << context << ", data " << data);
+    StepConfig config = test::pipeline_step("megatron-tp4-pp4", 2, data, 4);
+    config.model = model;
+    ModelParallelism& mp = config.plan.model_parallel;
+    mp = tensor_parallel(tensor);
+    mp.pipeline = 2;
+    mp.context = context;
+    config.plan.experts = {4, topology::MoeLayout::expert_data};
+    const Program program = compile_step(config);
+    test::require_consistent_step(program, test::pipeline_world());
+
+    // One layer a stage: layer 0 dense, layer 1 MoE with its router (h x 8)
+    // and the final norm. Gradients are reduced in fp32.
+    const double stage_whole[2] = {whole_attention_weights(model) + h, whole_attention_weights(model) + h + h * 8 + h};
+    for (int rank = 0; rank < program.ranks; ++rank) {
+      const int stage = rank / (tensor * context * data);  // Megatron's order tp-cp-dp-pp
+      int calls = 0;
+      for (const Op& op : program.program_of(rank).ops) {
+        if (op.kind != OpKind::collective || op.name != "grad.sequence_parallel.all_reduce") continue;
+        ++calls;
+        REQUIRE(op.collective == CollectiveOp::all_reduce);
+        REQUIRE(program.communicators[static_cast<std::size_t>(op.communicator)].name == "tensor_parallel");
+        REQUIRE(op.bytes == Approx(4 * stage_whole[stage]).epsilon(1e-12));
+      }
+      REQUIRE(calls == 1);
+    }
   }
 }

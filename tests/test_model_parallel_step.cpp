@@ -58,7 +58,7 @@ double gemm_flops(const Program& program, int rank) {
 }  // namespace
 
 TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence parallelism moves the same bytes plus "
-          "the re-gathered GEMM inputs",
+          "the re-gathered GEMM inputs and the norms' gradients",
           "[megatron][traffic]") {
   const int m = 3, L = 4;
   const double T = 512, h = 512, e = 2;
@@ -77,7 +77,10 @@ TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence pa
     validate_program(sp);
     // One all-gather per column-parallel GEMM (QKV, gate/up, LM head) again in backward.
     const double regathered = m * (2.0 * L + 1) * (t - 1.0) / t * T * h * e;
-    REQUIRE(tensor_parallel_bytes_sent(sp, 0) == Approx(expected + regathered).epsilon(1e-12));
+    // Once a step, the RMSNorm weights' fp32 gradients (2 per layer and the
+    // final one), each GPU's a partial sum over its part of the sequence.
+    const double norm_gradients = share * 4 * (2.0 * L + 1) * h;
+    REQUIRE(tensor_parallel_bytes_sent(sp, 0) == Approx(expected + regathered + norm_gradients).epsilon(1e-12));
   }
 }
 

@@ -185,7 +185,22 @@ void check_model(const FlagReader& flags, const ModelSpec& model) {
   given("hidden_size", model.hidden, "hidden");
   given("num_attention_heads", model.heads, "heads");
   given("ffn_hidden_size", model.ffn_hidden, "ffn_hidden");
-  given("kv_channels", model.head_dim, "head_dim");
+  // Multi-latent attention sets its own head sizes; kv_channels does not
+  // shape it.
+  const bool latent = flags.on("multi_latent_attention");
+  if (latent && !model.has_mla) {
+    flags.fail("multi_latent_attention", "is given, but model " + model.name + " has no MLA layers (pass the model "
+                                         "these flags train with --model)");
+  }
+  if (model.has_mla) {
+    given("q_lora_rank", model.mla.q_lora_rank, "mla.q_lora_rank");
+    given("kv_lora_rank", model.mla.kv_lora_rank, "mla.kv_lora_rank");
+    given("qk_head_dim", model.mla.qk_nope_head_dim, "mla.qk_nope_head_dim");
+    given("qk_pos_emb_head_dim", model.mla.qk_rope_head_dim, "mla.qk_rope_head_dim");
+    given("v_head_dim", model.mla.v_head_dim, "mla.v_head_dim");
+  } else {
+    given("kv_channels", model.head_dim, "head_dim");
+  }
   if (flags.on("group_query_attention")) given("num_query_groups", model.kv_heads, "kv_heads");
   if (const auto experts = flags.integer("num_experts")) expect("num_experts", *experts, model.moe.experts, "experts");
   if (model.has_moe) {
@@ -212,7 +227,10 @@ void check_model(const FlagReader& flags, const ModelSpec& model) {
                "ffn_hidden " + std::to_string(model.ffn_hidden));
     }
   }
-  if (!flags.has("kv_channels") && model.head_dim * model.heads != model.hidden) {
+  if (model.has_mla != latent) {
+    mismatch("multi_latent_attention", "standard attention (no --multi-latent-attention)", "MLA layers");
+  }
+  if (!model.has_mla && !flags.has("kv_channels") && model.head_dim * model.heads != model.hidden) {
     mismatch("num_attention_heads", "heads of hidden_size / num_attention_heads", "head_dim " + std::to_string(model.head_dim));
   }
   if (!flags.on("group_query_attention") && model.kv_heads != model.heads) {

@@ -44,15 +44,19 @@
 // pipeline layout, Megatron's own FSDP, partial block recompute (none of
 // them modelled), and a launch whose model flags contradict the model
 // simulated. The model is checked against num_layers, hidden_size,
-// num_attention_heads, ffn_hidden_size, num_query_groups, kv_channels,
-// num_experts, moe_router_topk and moe_ffn_hidden_size where given; when the
-// file names the three Megatron requires
+// num_attention_heads, ffn_hidden_size, num_query_groups, kv_channels (not
+// for MLA models, whose heads it does not shape), num_experts,
+// moe_router_topk, moe_ffn_hidden_size and, for MLA models, q_lora_rank,
+// kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim where given
+// (multi_latent_attention refused for other models); when the file names
+// the three Megatron requires
 // (num_layers, hidden_size, num_attention_heads) it describes the whole
 // model, and Megatron's defaults for what it leaves out are checked too
 // (tied embeddings unless untie_embeddings_and_output_weights, learned
 // positions unless position_embedding_type rope, LayerNorm, linear biases,
 // GeLU unless swiglu, ffn_hidden_size 4h or for SwiGLU
-// int(8h/3 / 64) x 64, kv_channels h / heads).
+// int(8h/3 / 64) x 64, kv_channels h / heads, standard attention unless
+// multi_latent_attention).
 #pragma once
 
 #include "workloads/model.h"

@@ -259,6 +259,20 @@ void StageBuilder::build() {
     }
   }
   for (const ModuleBucket& bucket : deferred_) reduce_bucket(bucket, after_results());
+  // Megatron-LM's finalize_model_grads, once the data-parallel reductions are
+  // done: the gradients of the tensors each GPU holds whole and ran on its
+  // part of the sequence, summed over the tensor-parallel group in one call.
+  double sequence_parallel_parameters = 0;
+  for (const auto& chunk : partition_.chunks[static_cast<std::size_t>(stage_)]) {
+    for (std::size_t m : chunk) sequence_parallel_parameters += partition_.modules[m].sequence_parallel_parameters;
+  }
+  if (sequence_parallel_parameters > 0 && comms_.tensor) {
+    std::vector<OpIndex> deps = reductions_;
+    for (const OpIndex op : after_results()) deps.push_back(op);
+    reductions_.push_back(collective("grad.sequence_parallel.all_reduce", CollectiveOp::all_reduce, *comms_.tensor,
+                                     partition_.gradient_bytes_per_value * sequence_parallel_parameters, tensor_stream,
+                                     std::move(deps)));
+  }
   if (comms_.pipeline.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
     reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.pipeline.embedding,
                                      partition_.gradient_bytes_per_value * partition_.tied_embedding_parameters,

@@ -15,23 +15,22 @@ TensorParallelGemms::TensorParallelGemms(const LayerShapes& x, const ModelParall
       t_(parallel.tensor),
       tensor_parallel_(parallel.tensor > 1),
       sequence_parallel_(parallel.sequence_parallel),
-      comm_overlap_(parallel.tensor > 1 && parallel.sequence_parallel && parallel.tp_comm_overlap),
-      activation_bytes_(x.e * x.tokens * x.hidden) {}
+      comm_overlap_(parallel.tensor > 1 && parallel.sequence_parallel && parallel.tp_comm_overlap) {}
 
 KernelSpec TensorParallelGemms::call(const std::string& name, CollectiveOp op, double bytes) const {
   return group_call(name, CallGroup::tensor_parallel, op, bytes);
 }
 
-void TensorParallelGemms::gather_input(std::vector<KernelSpec>& list, const std::string& name) const {
+void TensorParallelGemms::gather_input(std::vector<KernelSpec>& list, const std::string& name, double width) const {
   if (tensor_parallel_ && sequence_parallel_) {
-    list.push_back(call(name + ".all_gather", CollectiveOp::all_gather, activation_bytes_));
+    list.push_back(call(name + ".all_gather", CollectiveOp::all_gather, tokens_bytes(width)));
   }
 }
 
-void TensorParallelGemms::combine(std::vector<KernelSpec>& list, const std::string& name) const {
+void TensorParallelGemms::combine(std::vector<KernelSpec>& list, const std::string& name, double width) const {
   if (!tensor_parallel_) return;
-  list.push_back(sequence_parallel_ ? call(name + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes_)
-                                    : call(name + ".all_reduce", CollectiveOp::all_reduce, activation_bytes_));
+  list.push_back(sequence_parallel_ ? call(name + ".reduce_scatter", CollectiveOp::reduce_scatter, tokens_bytes(width))
+                                    : call(name + ".all_reduce", CollectiveOp::all_reduce, tokens_bytes(width)));
 }
 
 // Without tp_comm_overlap: the all-gather, then the GEMM. With it,
@@ -43,12 +42,12 @@ void TensorParallelGemms::gathered_gemm(std::vector<KernelSpec>& list, const std
                                         const std::string& name, double n, double k) const {
   const double T = x_.tokens;
   if (!comm_overlap_) {
-    gather_input(list, gather_name);
+    gather_input(list, gather_name, k);
     list.push_back(waiting_for_call(gemm(name, x_, T, n, k), after_gather()));
     return;
   }
   for (int step = 1; step < t_; ++step) {
-    list.push_back(call(gather_name + ".ring" + std::to_string(step), CollectiveOp::send_recv, activation_bytes_ / t_));
+    list.push_back(call(gather_name + ".ring" + std::to_string(step), CollectiveOp::send_recv, tokens_bytes(k) / t_));
   }
   for (int slice = 0; slice < t_; ++slice) {
     list.push_back(
@@ -70,7 +69,7 @@ void TensorParallelGemms::combined_gemm(std::vector<KernelSpec>& list, const std
   for (int slice = 0; slice < splits; ++slice) {
     const std::string part = name + ".slice" + std::to_string(slice);
     list.push_back(gemm(part, x_, T / splits, h, in));
-    list.push_back(call(part + ".reduce_scatter", CollectiveOp::reduce_scatter, activation_bytes_ / splits));
+    list.push_back(call(part + ".reduce_scatter", CollectiveOp::reduce_scatter, tokens_bytes(h) / splits));
   }
 }
 
@@ -82,9 +81,9 @@ void TensorParallelGemms::row_backward(std::vector<KernelSpec>& list, const std:
 
 void TensorParallelGemms::column_backward(std::vector<KernelSpec>& list, const std::string& name, double in,
                                           double out) const {
-  gather_input(list, name + ".input");
+  gather_input(list, name + ".input", in);
   list.push_back(gemm(name + ".dgrad", x_, x_.tokens, in, out));
-  combine(list, name + ".dgrad");
+  combine(list, name + ".dgrad", in);
   list.push_back(weight_half(
       waiting_for_call(gemm(name + ".wgrad", x_, in, out, x_.tokens), tensor_parallel_ && sequence_parallel_ ? 2 : 0)));
 }

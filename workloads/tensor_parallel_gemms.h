@@ -28,12 +28,15 @@ class TensorParallelGemms {
   // parallelism (tensor, sequence_parallel, tp_comm_overlap).
   TensorParallelGemms(const LayerShapes& x, const ModelParallelism& parallel);
 
-  // Before a column-parallel GEMM: its input gathered along the sequence.
-  void gather_input(std::vector<KernelSpec>& list, const std::string& name) const;
+  // Before a column-parallel GEMM: its input, `width` values per token (the
+  // hidden size unless given), gathered along the sequence.
+  void gather_input(std::vector<KernelSpec>& list, const std::string& name, double width = 0) const;
   // After a row-parallel GEMM (forward) or a column-parallel one's input
-  // gradient (backward): the partial sums combined.
-  void combine(std::vector<KernelSpec>& list, const std::string& name) const;
-  // A GEMM (tokens, n, k) on an input gathered along the sequence.
+  // gradient (backward): the partial sums, `width` values per token (the
+  // hidden size unless given), combined.
+  void combine(std::vector<KernelSpec>& list, const std::string& name, double width = 0) const;
+  // A GEMM (tokens, n, k) on an input gathered along the sequence (k values
+  // per token).
   void gathered_gemm(std::vector<KernelSpec>& list, const std::string& gather_name, const std::string& name, double n,
                      double k) const;
   // A row-parallel GEMM's forward (tokens, hidden, in) and its combine.
@@ -42,9 +45,10 @@ class TensorParallelGemms {
   // sequence under sequence parallelism, then the input and weight
   // gradients; the input gradient stays split, nothing to combine.
   void row_backward(std::vector<KernelSpec>& list, const std::string& name, double in, double out) const;
-  // Backward of a column-parallel GEMM: the input gradient, combined over
-  // the group while the weight gradient runs (on the input gathered again
-  // under sequence parallelism, the call before the combine).
+  // Backward of a column-parallel GEMM (`in` values per token in): the
+  // input gradient, combined over the group while the weight gradient runs
+  // (on the input gathered again under sequence parallelism, the call before
+  // the combine).
   void column_backward(std::vector<KernelSpec>& list, const std::string& name, double in, double out) const;
 
   // waiting_for_call's k for the kernel right after gather_input / combine.
@@ -53,11 +57,12 @@ class TensorParallelGemms {
 
  private:
   KernelSpec call(const std::string& name, CollectiveOp op, double bytes) const;
+  // The micro-batch's tokens at `width` values each (0: the hidden size).
+  double tokens_bytes(double width) const { return x_.e * x_.tokens * (width > 0 ? width : x_.hidden); }
 
   LayerShapes x_;
   int t_;
   bool tensor_parallel_, sequence_parallel_, comm_overlap_;
-  double activation_bytes_;  // one hidden-state tensor of the micro-batch
 };
 
 }  // namespace shardsim::workloads

@@ -14,28 +14,47 @@ namespace shardsim::workloads {
 
 namespace {
 
-// One GPU's part of each module under tensor parallelism over t GPUs: norms
-// and learned positions whole, every other tensor 1/t (the few biases of
-// row-parallel linears, which Megatron keeps whole, counted split too).
-void split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameters>& modules) {
+// Whether tensor i of `module` (in model_modules' order) stays whole on
+// every GPU of a tensor-parallel group: norms, learned positions, a MoE
+// layer's router and MLA's down-projections and latent norms.
+bool whole_under_tensor_parallelism(const ModelSpec& model, const ModuleParameters& module, std::size_t i) {
   const std::size_t norms = model.norm == NormKind::layernorm ? 2 : 1;
-  for (ModuleParameters& module : modules) {
-    // A MoE layer's routed experts stay whole on every GPU (expert tensor
-    // parallelism 1), and so does its router, the tensor after the MLP
-    // block's norms (model.cpp).
+  if (module.layer < 0) return i > 0;  // the embedding: its learned positions follow the token embedding
+  if (i < norms) return true;          // every other module starts with its norms
+  // The router, the tensor after a MoE layer's MLP-block norms.
+  if (module.name.ends_with(".mlp") && model.moe_layer(module.layer)) return i == norms;
+  if (model.has_mla && module.name.ends_with(".attention")) {
+    // q_down, q_norm, q_up (or q_proj alone), kv_down, kv_norm, kv_up, out_proj.
+    const std::size_t at = i - norms;
+    return model.mla.q_lora_rank > 0 ? at == 0 || at == 1 || at == 3 || at == 4 : at == 1 || at == 2;
+  }
+  return false;
+}
+
+// One GPU's part of each module under tensor parallelism over t GPUs: the
+// whole tensors above, every other one 1/t (the few biases of row-parallel
+// linears, which Megatron keeps whole, counted split too). A MoE layer's
+// routed experts stay whole on every GPU (expert tensor parallelism 1).
+// Returns each module's whole parameters that run on a GPU's part of the
+// sequence under sequence parallelism: all but the embedding's, which are
+// added before the sequence is scattered.
+std::vector<double> split_parameters(const ModelSpec& model, int t, std::vector<ModuleParameters>& modules) {
+  std::vector<double> sequence_split(modules.size(), 0.0);
+  for (std::size_t m = 0; m < modules.size(); ++m) {
+    ModuleParameters& module = modules[m];
     if (module.routed_experts) continue;
-    const bool moe_block = module.name.ends_with(".mlp") && model.moe_layer(module.layer);
-    // The embedding's whole tensors come after its token embedding, the
-    // other modules' before their split ones.
-    const bool embedding = module.layer < 0;
     module.parameters = 0;
     for (std::size_t i = 0; i < module.parameter_tensors.size(); ++i) {
-      const bool whole = embedding ? i > 0 : i < norms || (moe_block && i == norms);
-      if (!whole) module.parameter_tensors[i] /= t;
+      if (!whole_under_tensor_parallelism(model, module, i)) {
+        module.parameter_tensors[i] /= t;
+      } else if (module.layer >= 0) {
+        sequence_split[m] += module.parameter_tensors[i];
+      }
       module.parameters += module.parameter_tensors[i];
     }
     for (double& tensor : module.borrowed_tensors) tensor /= t;  // the tied embedding, vocabulary-parallel
   }
+  return sequence_split;
 }
 
 using SplitCount = std::pair<const char*, std::int64_t>;
@@ -57,10 +76,16 @@ std::string split_problem(int ways, const char* over, std::initializer_list<Spli
 void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
                                   const ModelParallelism& parallel) {
   const int t = parallel.tensor, u = parallel.ulysses, c = parallel.context;
-  if (model.has_mla && (t > 1 || u > 1 || c > 1)) {
-    throw InputError(model.name + ": MLA layers are compiled without tensor, DeepSpeed-Ulysses or context parallelism "
-                     "for now (tensor " + std::to_string(t) + ", Ulysses " + std::to_string(u) + ", context " +
-                     std::to_string(c) + ")");
+  if (model.has_mla && u > 1) {
+    throw InputError(model.name + ": MLA layers are compiled without DeepSpeed-Ulysses (Ulysses " + std::to_string(u) +
+                     ")");
+  }
+  // The MLA models (DeepSeek-V2/V3) are MoE models, which Megatron-LM runs
+  // with sequence parallelism under tensor parallelism; MLA without it is
+  // not modelled.
+  if (model.has_mla && t > 1 && !parallel.sequence_parallel) {
+    throw InputError(model.name + ": MLA layers under tensor parallelism are compiled with sequence parallelism "
+                     "(tensor " + std::to_string(t) + ")");
   }
   if (u > 1 && t > 1) throw InputError(model.name + ": DeepSpeed-Ulysses is compiled without tensor parallelism");
   if (c > 1 && !training.flash_attention) {
@@ -115,8 +140,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     // Every head has its own key after the up-projection: no-position part
     // plus the rotary part shared by the heads.
     const MlaSpec& m = model.mla;
-    x.query = x.kv = static_cast<double>(model.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim));
-    x.value = x.context = static_cast<double>(model.heads * m.v_head_dim);
+    x.query = x.kv = static_cast<double>(model.heads / t * (m.qk_nope_head_dim + m.qk_rope_head_dim));
+    x.value = x.context = static_cast<double>(model.heads / t * m.v_head_dim);
   } else {
     x.query = static_cast<double>(model.heads / t * model.head_dim);
     x.kv = static_cast<double>(model.kv_heads / t * model.head_dim);
@@ -164,11 +189,14 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
   // Modules in model_modules' order: embedding, per layer attention and MLP, head.
   std::vector<ModuleParameters> parameters = model_modules(model, experts.parallel);
-  if (tensor_parallel) split_parameters(model, t, parameters);
+  std::vector<double> sequence_split_parameters(parameters.size(), 0.0);
+  if (tensor_parallel) sequence_split_parameters = split_parameters(model, t, parameters);
   std::size_t next = 0;
   auto module_work = [&] {
     ModuleWork work;
-    static_cast<ModuleParameters&>(work) = parameters[next++];
+    static_cast<ModuleParameters&>(work) = parameters[next];
+    if (parallel.sequence_parallel) work.sequence_parallel_parameters = sequence_split_parameters[next];
+    ++next;
     return work;
   };
 
@@ -188,44 +216,65 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   };
 
   // Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, section
-  // 2.1), without tensor parallelism: queries through a rank-q_lora
-  // bottleneck with its norm (or one projection), keys and values
-  // up-projected from a normed rank-kv_lora latent, which the same
-  // down-projection extends by one rotary key for all heads; rotary
-  // embedding on the queries' and that key's rotary parts, then each head's
-  // query and key concatenated from their two parts.
+  // 2.1): queries through a rank-q_lora bottleneck with its norm (or one
+  // projection), keys and values up-projected from a normed rank-kv_lora
+  // latent, which the same down-projection extends by one rotary key for all
+  // heads; rotary embedding on the queries' and that key's rotary parts,
+  // then each head's query and key concatenated from their two parts. Under
+  // tensor parallelism (header): down-projections and latent norms on this
+  // GPU's local tokens, each latent and the rotary key gathered along the
+  // sequence, the up-projections column-parallel over this GPU's heads.
   const double q_lora = static_cast<double>(model.mla.q_lora_rank);
   const double kv_lora = static_cast<double>(model.mla.kv_lora_rank);
   const double rope = static_cast<double>(model.mla.qk_rope_head_dim);
-  // The rotary part of every head's query, and of every head's key (the
-  // shared rotary key repeated); the up-projection makes the rest of each
-  // head's key and its value.
-  const double heads_rotary = static_cast<double>(model.heads) * rope;
+  // The rotary part of each of this GPU's heads' queries, and of their keys
+  // (the shared rotary key repeated); the up-projection makes the rest of
+  // each head's key and its value.
+  const double heads_rotary = x.heads * rope;
   const double kv_up = x.kv - heads_rotary + x.value;
+  // A linear every GPU of the group holds whole (Transformer Engine's
+  // "duplicated" mode), on this GPU's tokens: forward, and its backward.
+  const auto duplicated = [&](const std::string& name, double n, double k) {
+    return gemm(name, x, local_tokens, n, k);
+  };
+  const auto duplicated_backward = [&](std::vector<KernelSpec>& list, const std::string& name, double in, double out,
+                                       int waits_for_call) {
+    list.push_back(waiting_for_call(gemm(name + ".dgrad", x, local_tokens, in, out), waits_for_call));
+    list.push_back(weight_half(gemm(name + ".wgrad", x, in, out, local_tokens)));
+  };
+  // A column-parallel up-projection on its latent gathered along the sequence.
+  const auto up_projection = [&](std::vector<KernelSpec>& list, const std::string& name, double n, double k) {
+    linear.gather_input(list, name + ".input", k);
+    list.push_back(waiting_for_call(gemm(name, x, T, n, k), after_gather));
+  };
   const auto latent_projections = [&](std::vector<KernelSpec>& forward) {
+    if (q_lora > 0) forward.push_back(duplicated("q_down", q_lora, h));
+    forward.push_back(duplicated("kv_down", kv_lora + rope, h));
+    linear.gather_input(forward, "k_rope", rope);
+    forward.push_back(waiting_for_call(elementwise("kv_norm", x, 2 * local_tokens * kv_lora), after_gather));
     if (q_lora > 0) {
-      forward.push_back(gemm("q_down", x, T, q_lora, h));
-      forward.push_back(elementwise("q_norm", x, 2 * T * q_lora));
-      forward.push_back(gemm("q_up", x, T, x.query, q_lora));
+      forward.push_back(elementwise("q_norm", x, 2 * local_tokens * q_lora));
+      up_projection(forward, "q_up", x.query, q_lora);
     } else {
-      forward.push_back(gemm("q_proj", x, T, x.query, h));
+      up_projection(forward, "q_proj", x.query, h);
     }
-    forward.push_back(gemm("kv_down", x, T, kv_lora + rope, h));
-    forward.push_back(elementwise("kv_norm", x, 2 * T * kv_lora));
-    forward.push_back(gemm("kv_up", x, T, kv_up, kv_lora));
+    up_projection(forward, "kv_up", kv_up, kv_lora);
     forward.push_back(elementwise("rotary", x, 2 * T * (heads_rotary + rope)));
     forward.push_back(elementwise("qk_concat", x, 2 * T * (x.query + x.kv)));
   };
+  // The backward of the rotary key's gather is a reduce-scatter, which sums
+  // the partial gradients each GPU's heads make of it.
   const auto latent_projections_backward = [&](std::vector<KernelSpec>& backward) {
     backward.push_back(elementwise("qk_concat.backward", x, 2 * T * (x.query + x.kv)));
     backward.push_back(elementwise("rotary.backward", x, 2 * T * (heads_rotary + rope)));
     linear.column_backward(backward, "kv_up", kv_lora, kv_up);
-    backward.push_back(elementwise("kv_norm.backward", x, 3 * T * kv_lora));
-    linear.column_backward(backward, "kv_down", h, kv_lora + rope);
+    backward.push_back(waiting_for_call(elementwise("kv_norm.backward", x, 3 * local_tokens * kv_lora), after_combine));
+    linear.combine(backward, "k_rope.gradient", rope);
+    duplicated_backward(backward, "kv_down", h, kv_lora + rope, after_combine);
     if (q_lora > 0) {
       linear.column_backward(backward, "q_up", q_lora, x.query);
-      backward.push_back(elementwise("q_norm.backward", x, 3 * T * q_lora));
-      linear.column_backward(backward, "q_down", h, q_lora);
+      backward.push_back(waiting_for_call(elementwise("q_norm.backward", x, 3 * local_tokens * q_lora), after_combine));
+      duplicated_backward(backward, "q_down", h, q_lora, 0);
     } else {
       linear.column_backward(backward, "q_proj", h, x.query);
     }

@@ -62,6 +62,16 @@
 // whole GEMM's FLOPs; each reads the weight again, and a slice's smaller
 // shape runs at its own efficiency. The embedding and LM head keep their
 // calls (Megatron-LM's own layers, not Transformer Engine's).
+// Multi-head latent attention under tensor parallelism is Megatron-Core's
+// MLASelfAttention with Transformer Engine (sequence parallelism required,
+// see require_model_parallel_split): the down-projections and the latents'
+// norms are duplicated on every GPU of the group and run on its T / t
+// tokens; the query and key-value latents are gathered along the sequence
+// into the column-parallel up-projections, which make this GPU's heads; the
+// rotary key, which every head shares, is gathered on its own and rotated
+// whole on every GPU; the output projection is row-parallel. Userbuffers
+// cover only the qkv, proj, fc1 and fc2 layers (TE's initialize_ub), so the
+// up-projections keep plain calls under tp_comm_overlap too.
 //
 // DeepSpeed-Ulysses over u GPUs (ModelParallelism::ulysses, data-parallel
 // systems): each GPU holds T / u of the micro-batch's tokens for every
@@ -127,6 +137,13 @@ struct ModuleWork : ModuleParameters {
   double activation_bytes = 0;
   // Allocated for the backward of a module being recomputed, then freed.
   double recompute_working_bytes = 0;
+  // Under sequence parallelism: this GPU's parameters of the tensors every
+  // GPU of the tensor-parallel group holds whole and runs on its own part of
+  // the sequence (norms, MLA's down-projections and latent norms, a MoE
+  // router). Each GPU's gradient of them is a partial sum, which Megatron-LM
+  // all-reduces over the group once the backward is done
+  // (finalize_model_grads, _allreduce_non_tensor_model_parallel_grads).
+  double sequence_parallel_parameters = 0;
 };
 
 // Per GPU of a tensor-parallel group of parallel.tensor GPUs (1: the whole
@@ -138,9 +155,10 @@ struct ModuleWork : ModuleParameters {
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
-// Throws InputError (naming the model) for MLA models under tensor,
-// Ulysses or context parallelism, MoE models under tensor parallelism
-// without sequence parallelism or with shared experts t does not divide,
+// Throws InputError (naming the model) for MLA models under Ulysses, or
+// under tensor parallelism without sequence parallelism, MoE models under
+// tensor parallelism without sequence parallelism or with shared experts t
+// does not divide,
 // Ulysses under tensor parallelism, context parallelism without
 // flash attention, heads, key/value heads or the MLP width that t does not
 // divide, heads or key/value heads that u does not divide, or a sequence
