@@ -440,7 +440,7 @@ TEST_CASE("run and memory read a Megatron-LM launch; a bad one exits 2 naming th
       {"run --cluster dgx-a100-2node --model gpt3-175b --megatron " + launch, launch + ": --num-layers (line 8): 32"},
       {"run --cluster dgx-a100-2node --plan zero3 --megatron " + launch, "--plan excludes --megatron"},
       {"run --cluster dgx-a100-2node --megatron missing.sh",
-       "missing.sh: no such Megatron-LM launch file or preset (presets: gpt3-175b-1024gpu, llama-7b-16gpu, mixtral-8x7b-256gpu)"},
+       "missing.sh: no such Megatron-LM launch file or preset (presets: deepseek-v3-1024gpu, gpt3-175b-1024gpu, llama-7b-16gpu, mixtral-8x7b-256gpu)"},
   });
 }
 

@@ -272,6 +272,16 @@ TEST_CASE("a launch with multi-latent attention is checked against the MLA shape
                Catch::Contains("--qk-pos-emb-head-dim (line 1): 32, but model deepseek-v3 has mla.qk_rope_head_dim 64"));
   REQUIRE_THAT(refusal("--multi-latent-attention"),
                Catch::Contains("--multi-latent-attention (line 1): is given, but model llama-7b has no MLA layers"));
+
+  // The bundled launch: 8 stages of 2 x 64 GPUs, the first with 5 of the 61 layers.
+  const MegatronJob bundled =
+      load_megatron_args(example("deepseek-v3-1024gpu.sh"), load_model("deepseek-v3"), base_training(), 1024, 8);
+  REQUIRE(bundled.plan.name == "megatron-t2-p8+ep64");
+  REQUIRE(bundled.plan.model_parallel.first_stage_layers == 5);
+  REQUIRE(bundled.plan.model_parallel.last_stage_layers == 8);
+  REQUIRE(bundled.data_parallel == 64);
+  REQUIRE(bundled.training.recompute == Recompute::full);
+  REQUIRE(bundled.notes.empty());
 }
 
 TEST_CASE("launches shardsim cannot simulate are refused naming the file and the flag", "[megatron-args][input]") {

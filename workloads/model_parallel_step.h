@@ -46,7 +46,11 @@
 // whole backward); under expert parallelism the routed experts' gradients
 // fill buckets of their own, reduced over the expert-data-parallel group and
 // sharded over it by the distributed optimizer (Megatron-Core's
-// expert-parallel buffers). The optimizer updates the GPU's shard; the
+// expert-parallel buffers). Under sequence parallelism the whole tensors
+// that ran on a GPU's part of the sequence (ModuleWork's
+// sequence_parallel_parameters) are then all-reduced over the tensor-parallel
+// group in one call, as finalize_model_grads does after the data-parallel
+// sync. The optimizer updates the GPU's shard; the
 // distributed optimizer then all-gathers the parameters in buckets of
 // buckets.all_gather_bytes (the routed experts' apart, over their group), at
 // the start of the next step with each module's first forward waiting for
