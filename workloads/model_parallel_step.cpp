@@ -268,7 +268,8 @@ void StageBuilder::build() {
   }
   if (sequence_parallel_parameters > 0 && comms_.tensor) {
     std::vector<OpIndex> deps = reductions_;
-    for (const OpIndex op : after_results()) deps.push_back(op);
+    const std::vector<OpIndex> results = after_results();
+    deps.insert(deps.end(), results.begin(), results.end());
     reductions_.push_back(collective("grad.sequence_parallel.all_reduce", CollectiveOp::all_reduce, *comms_.tensor,
                                      partition_.gradient_bytes_per_value * sequence_parallel_parameters, tensor_stream,
                                      std::move(deps)));

@@ -62,7 +62,7 @@ void TensorParallelGemms::combined_gemm(std::vector<KernelSpec>& list, const std
   const double T = x_.tokens, h = x_.hidden;
   if (!comm_overlap_) {
     list.push_back(gemm(name, x_, T, h, in));
-    combine(list, name);
+    combine(list, name, h);
     return;
   }
   const int splits = kPipelinedReduceScatterSplits;

@@ -28,13 +28,12 @@ class TensorParallelGemms {
   // parallelism (tensor, sequence_parallel, tp_comm_overlap).
   TensorParallelGemms(const LayerShapes& x, const ModelParallelism& parallel);
 
-  // Before a column-parallel GEMM: its input, `width` values per token (the
-  // hidden size unless given), gathered along the sequence.
-  void gather_input(std::vector<KernelSpec>& list, const std::string& name, double width = 0) const;
+  // Before a column-parallel GEMM: its input, `width` values per token,
+  // gathered along the sequence.
+  void gather_input(std::vector<KernelSpec>& list, const std::string& name, double width) const;
   // After a row-parallel GEMM (forward) or a column-parallel one's input
-  // gradient (backward): the partial sums, `width` values per token (the
-  // hidden size unless given), combined.
-  void combine(std::vector<KernelSpec>& list, const std::string& name, double width = 0) const;
+  // gradient (backward): the partial sums, `width` values per token, combined.
+  void combine(std::vector<KernelSpec>& list, const std::string& name, double width) const;
   // A GEMM (tokens, n, k) on an input gathered along the sequence (k values
   // per token).
   void gathered_gemm(std::vector<KernelSpec>& list, const std::string& gather_name, const std::string& name, double n,
@@ -57,8 +56,8 @@ class TensorParallelGemms {
 
  private:
   KernelSpec call(const std::string& name, CollectiveOp op, double bytes) const;
-  // The micro-batch's tokens at `width` values each (0: the hidden size).
-  double tokens_bytes(double width) const { return x_.e * x_.tokens * (width > 0 ? width : x_.hidden); }
+  // The micro-batch's tokens at `width` values each.
+  double tokens_bytes(double width) const { return x_.e * x_.tokens * width; }
 
   LayerShapes x_;
   int t_;

@@ -285,14 +285,14 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
   // Vocabulary-parallel: each GPU looks up the tokens of its part of the
   // vocabulary (zeros elsewhere), then the group sums.
   embedding.forward.push_back(elementwise("embedding", x, (model.positions == PositionKind::learned ? 5 : 2) * T * h));
-  linear.combine(embedding.forward, "embedding");
+  linear.combine(embedding.forward, "embedding", h);
   // Megatron-LM drops the embeddings (hidden dropout) once the group has
   // summed them, on this GPU's part of the sequence.
   if (training.drops_hidden()) {
     embedding.forward.push_back(waiting_for_call(masked_dropout("embedding.dropout", x, local_tokens * h), after_combine));
     embedding.backward.push_back(masked_dropout("embedding.dropout.backward", x, local_tokens * h));
   }
-  linear.gather_input(embedding.backward, "embedding.gradient");
+  linear.gather_input(embedding.backward, "embedding.gradient", h);
   embedding.backward.push_back(weight_half(waiting_for_call(elementwise("embedding.backward", x, 3 * T * h), after_gather)));
   modules.push_back(std::move(embedding));
 
@@ -374,7 +374,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
   ModuleWork head = module_work();
   head.forward.push_back(elementwise("final_norm", x, 2 * local_tokens * h));
-  linear.gather_input(head.forward, "lm_head.input");
+  linear.gather_input(head.forward, "lm_head.input", h);
   head.forward.push_back(waiting_for_call(gemm("lm_head", x, T, x.vocab, h), after_gather));
   // Cross-entropy reads the logits and keeps their fp32 upcast for backward;
   // over a vocabulary split t ways it all-reduces three fp32 values per token.

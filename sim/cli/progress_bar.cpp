@@ -14,6 +14,7 @@ ProgressBar::~ProgressBar() {
 }
 
 void ProgressBar::advance() {
+  const std::lock_guard lock(mutex_);
   ++done_;
   if (enabled_) draw();
 }

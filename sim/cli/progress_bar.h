@@ -1,11 +1,13 @@
 // A one-line progress bar with an ETA on stderr, drawn only when stderr is a
 // terminal: piped and redirected output stays byte-for-byte deterministic.
+// advance() may be called from several threads at once.
 #pragma once
 
 #include "sim/search/plan_search.h"
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace shardsim::cli {
@@ -21,6 +23,7 @@ class ProgressBar {
 
   std::string label_;
   std::size_t total_;
+  std::mutex mutex_;  // advance() and draw()
   std::size_t done_ = 0;
   bool enabled_;
   std::chrono::steady_clock::time_point start_;

@@ -27,7 +27,6 @@
 #include <iomanip>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <sstream>
 
 namespace shardsim::cli {
@@ -132,7 +131,6 @@ int run_scenarios(const ScenarioOptions& options) {
     }
   }
   ProgressBar progress("scenarios", rows.size());
-  std::mutex progress_mutex;
   std::vector<std::string> lines(rows.size());
   sim::parallel_for(rows.size(), threads_to_use(options.threads, 1), [&](int, std::size_t k) {
     const Row& row = rows[k];
@@ -170,7 +168,6 @@ int run_scenarios(const ScenarioOptions& options) {
       out << "," << row.gpus << "," << row.overlap << ",,,,,,,,,,," << csv_field(e.what()) << "\n";
     }
     lines[k] = out.str();
-    const std::lock_guard lock(progress_mutex);
     progress.advance();
   });
   std::string csv =

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <mutex>
 #include <numeric>
 
 namespace shardsim::sim {
@@ -71,14 +70,10 @@ std::vector<double> evaluate_shared(const std::vector<std::size_t>& items, std::
   const auto first = static_cast<std::size_t>(std::max(share.rank, 0));
   const std::size_t mine = items.size() > first ? (items.size() - first + stride - 1) / stride : 0;
   if (progress) progress->phase(label, mine);
-  std::mutex progress_mutex;
   parallel_for(mine, share.threads, [&](int worker, std::size_t j) {
     const std::size_t k = first + j * stride;
     evaluate(worker, items[k], values.data() + k * fields);
-    if (progress) {
-      const std::lock_guard lock(progress_mutex);
-      progress->advance();
-    }
+    if (progress) progress->advance();
   });
   if (share.sum) share.sum(values);
   return values;

@@ -64,7 +64,9 @@ struct WorkShare {
   std::function<void(std::vector<double>& values)> sum;
 };
 
-// Progress of the long phases, for a progress bar.
+// Progress of the long phases, for a progress bar. phase() is called from
+// the thread that called run(); advance() from the search's threads, at once:
+// an implementation makes it safe to.
 class SearchProgress {
  public:
   virtual ~SearchProgress() = default;
