@@ -574,6 +574,29 @@ TEST_CASE("compute slows by the profile's interference factor while a collective
   REQUIRE(seconds_from_picoseconds(slowed.ops[0][0].end) == Approx(expected).epsilon(1e-9));
 }
 
+TEST_CASE("kernels sharing the GPU are slowed by interference as well: by (1 + s) n on n streams",
+          "[step][interference][kernel]") {
+  // Rank 0 also runs a second 1 ms kernel on a third stream, beside its
+  // first kernel and the all-reduce (c long). Slowdown 1: over [0, c] each
+  // kernel runs at 1 / (2 x 2), so c / 4 of each is done; then at 1 / 2,
+  // ending at c + 2 (1 ms - c / 4) = 2 ms + c / 2. Rank 1's lone kernel ends
+  // at c + (1 ms - c / 2).
+  Program program = two_rank_program(false, true);
+  program.streams.push_back("side");
+  Op side = program.programs[0].ops.at(0);
+  side.stream = 2;
+  program.programs[0].append(side, "side");
+  validate_program(program);
+  const double c = seconds_from_picoseconds(simulate_pair(two_rank_program(false, true), 0).ops[0][1].end);
+  REQUIRE(c < 1e-3);
+  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  REQUIRE(seconds_from_picoseconds(slowed.ops[0][1].end) == Approx(c).epsilon(1e-9));
+  for (std::size_t kernel : {0, 2}) {
+    REQUIRE(seconds_from_picoseconds(slowed.ops[0][kernel].end) == Approx(2e-3 + c / 2).epsilon(1e-9));
+  }
+  REQUIRE(seconds_from_picoseconds(slowed.ops[1][0].end) == Approx(c + (1e-3 - c / 2)).epsilon(1e-9));
+}
+
 namespace {
 
 // Kernels k0 -> k1 -> k2 like `kernel` at the end of `p`, which is empty.
@@ -622,29 +645,70 @@ TEST_CASE("a run of kernels that nothing else waits for costs one event, with ea
   const TimePs ms = picoseconds_from_seconds(1e-3);
   const sim::StepTimeline timeline = simulate_pair(kernel_run_program(false));
   const auto& t = timeline.ops[0];
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 2; ++k) {
     CHECK(t[static_cast<std::size_t>(k)].start == k * ms);
     CHECK(t[static_cast<std::size_t>(k)].end == (k + 1) * ms);
   }
-  CHECK(t[3].start == 2 * ms);  // the side kernel waits for k1
-  CHECK(t[3].end == 3 * ms);
+  // The side kernel waits for k1, then shares the GPU with k2: each does its
+  // 1 ms of work at half speed, and both end at 4 ms.
+  CHECK(t[2].start == 2 * ms);
+  CHECK(t[3].start == 2 * ms);
+  CHECK(t[3].end == 4 * ms);
+  CHECK(t[2].end == 4 * ms);
   // k0 folds into k1's event; k1 has a waiter besides k2, so k2 and the side
   // kernel have events of their own: 3, not 4.
   CHECK(timeline.events == 3);
 
-  // An allocation fails at 1.5 ms, while k1 runs: the timeline holds what had
-  // happened by then, as if every kernel had had its own event.
+  // The 1.5 ms side kernel shares the GPU with the run k0 -> k1 -> k2 from 0
+  // and ends at 3 ms, when the allocation after it fails: by then the run has
+  // done 1.5 ms of work, k0 (ended at 2 ms) and half of k1. The timeline
+  // holds what had happened by then, as if every kernel had had its own event.
   const sim::StepTimeline failed = simulate_pair(kernel_run_program(true));
   REQUIRE(failed.out_of_memory.has_value());
-  CHECK(failed.out_of_memory->when == ms + ms / 2);
+  CHECK(failed.out_of_memory->when == 3 * ms);
   const auto& f = failed.ops[0];
   CHECK(f[0].start == 0);
-  CHECK(f[0].end == ms);
-  CHECK(f[1].start == ms);
+  CHECK(f[0].end == 2 * ms);
+  CHECK(f[1].start == 2 * ms);
   CHECK(f[1].end == -1);
   CHECK(f[2].start == -1);
   CHECK(f[2].end == -1);
-  CHECK(failed.step_time == ms + ms / 2);  // the simulation stops where the allocation failed
+  CHECK(failed.step_time == 3 * ms);  // the simulation stops where the allocation failed
+}
+
+TEST_CASE("kernels on two streams of one rank share its GPU, each at half speed while both run", "[step][kernel]") {
+  // Stream 0: kernels of 1 ms and then 2 ms of work; stream 1: one of 3 ms,
+  // all ready at 0. Over [0, 2 ms] the 1 ms kernel and the 3 ms one each get
+  // half the GPU: the first ends at 2 ms, the other has done 1 ms. Then the
+  // 2 ms kernel and the 3 ms one each have 2 ms left at half speed: both end
+  // at 6 ms, the 6 ms of work one GPU does without a pause.
+  Program program;
+  program.ranks = 1;
+  program.streams = {"compute", "side"};
+  RankProgram p;
+  Op kernel;
+  kernel.kind = OpKind::compute;
+  kernel.kernel = KernelClass::elementwise;
+  const auto add = [&](double ms_of_work, int stream, std::string_view name) {
+    Op op = kernel;
+    op.hbm_bytes = ms_of_work * 1e9;  // 1 ms a GB at 1 TB/s
+    op.stream = stream;
+    return p.append(op, name);
+  };
+  add(1, 0, "short");
+  add(2, 0, "middle");
+  add(3, 1, "long");
+  program.programs.push_back(p);
+  program.program_of_rank.push_back(0);
+  validate_program(program);
+  const sim::StepTimeline timeline = simulate_pair(program);
+  const auto& t = timeline.ops[0];
+  const TimePs ms = picoseconds_from_seconds(1e-3);
+  CHECK(t[0].end == 2 * ms);
+  CHECK(t[1].start == 2 * ms);
+  CHECK(t[1].end == 6 * ms);
+  CHECK(t[2].end == 6 * ms);
+  CHECK(timeline.step_time == 6 * ms);  // 6 ms of work, one GPU, never idle
 }
 
 namespace {

@@ -57,19 +57,24 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
     split += (training.drops_attention() ? 2 * e + kDropoutMaskBytesPerValue : e) * scores;
   }
   double mlp = 0;
+  double gathered = 0;  // kept whole-sequence where other tensors are split along it
   if (model.moe_layer(layer)) {
     const MoeSpec& moe = model.moe;
     const double routed_copies = experts.capacity_factor * moe.experts_per_token;
     mlp += routed_copies * (ffn_bytes_per_token(model, static_cast<double>(moe.expert_ffn_hidden), e) + 2 * e * h) +
            moe.shared_experts * ffn_bytes_per_token(model, static_cast<double>(moe.shared_expert_ffn_hidden), e) +
            e * moe.experts;
+    // The overlapped shared experts' first linear keeps the input it was
+    // given, gathered along the sequence (moe_kernels.h).
+    if (experts.shared_expert_overlap && moe.shared_experts > 0) gathered += e * h;
   } else {
     mlp += ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e);
   }
   // The norm and first-GEMM inputs are whole hidden states, and so are the
   // two hidden-dropout masks of the residual adds.
   const double masks = training.drops_hidden() ? 2 * kDropoutMaskBytesPerValue * h : 0.0;
-  return (4 * e * h + masks) / parallel.sequence_shards() + (split + mlp) / t;
+  const double shards = parallel.sequence_shards();
+  return (4 * e * h + masks) / shards + (split + mlp) / t + gathered * (1 - 1 / shards);
 }
 
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,

@@ -17,7 +17,9 @@
 //     memory too) keeps its permuted input e h for the expert's weight
 //     gradient, the expert MLP's tensors, and the expert's output e h, which
 //     the weighted combine needs for the gradient of the routing weights; the
-//     shared experts keep their MLP's tensors.
+//     shared experts keep their MLP's tensors (under Megatron-Core's
+//     --moe-shared-expert-overlap, their first linear keeps its input
+//     gathered along the sequence, e h whatever sequence parallelism splits).
 // Dropout (the training config's, off by default as modern pretraining runs
 // without it) keeps one-byte masks: two per layer for the hidden dropouts,
 // and without flash attention one per score plus the dropped probabilities.

@@ -71,4 +71,16 @@ KernelSpec weight_half(KernelSpec spec) {
   return spec;
 }
 
+void append_on_side_stream(std::vector<KernelSpec>& to, std::vector<KernelSpec> list) {
+  for (KernelSpec& spec : list) {
+    spec.on_side_stream = true;
+    to.push_back(std::move(spec));
+  }
+}
+
+KernelSpec joining_side_stream(KernelSpec spec) {
+  spec.joins_side_stream = true;
+  return spec;
+}
+
 }  // namespace shardsim::workloads

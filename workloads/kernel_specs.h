@@ -6,6 +6,7 @@
 #include "workloads/transformer_kernels.h"
 
 #include <string>
+#include <vector>
 
 namespace shardsim::workloads {
 
@@ -63,5 +64,11 @@ KernelSpec waiting_for_call(KernelSpec spec, int k);
 
 // `spec` as part of the backward's weight-gradient half.
 KernelSpec weight_half(KernelSpec spec);
+
+// `list`'s entries appended to `to` as a chain on the side compute stream.
+void append_on_side_stream(std::vector<KernelSpec>& to, std::vector<KernelSpec> list);
+
+// `spec`, also waiting for the end of the side stream's chain.
+KernelSpec joining_side_stream(KernelSpec spec);
 
 }  // namespace shardsim::workloads

@@ -29,7 +29,7 @@ const std::set<std::string> kSwitches = {
     "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
     "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline", "moe_pad_expert_input_to_capacity",
-    "moe_grouped_gemm"};
+    "moe_grouped_gemm", "moe_shared_expert_overlap"};
 
 bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -300,6 +300,17 @@ ExpertParallelism read_expert_parallelism(const FlagReader& flags, const ModelSp
     flags.fail("moe_token_dispatcher_type", dispatcher + " is not modelled: use alltoall or allgather");
   }
   experts.dispatcher = dispatcher == "alltoall" ? TokenDispatcher::all_to_all : TokenDispatcher::all_gather;
+  if (flags.on("moe_shared_expert_overlap")) {
+    if (experts.dispatcher != TokenDispatcher::all_to_all) {
+      flags.fail("moe_shared_expert_overlap", "works with --moe-token-dispatcher-type alltoall only (Megatron-Core "
+                                              "raises it with " + dispatcher + ")");
+    }
+    if (model.moe.shared_experts > 0) {
+      experts.shared_expert_overlap = true;
+    } else {
+      note("--moe-shared-expert-overlap: model " + model.name + " has no shared experts, nothing to overlap");
+    }
+  }
   if (const auto capacity = flags.positive_number("moe_expert_capacity_factor")) {
     // Routing is taken as balanced: a capacity above 1 changes nothing unless
     // Megatron pads every expert's input to it.

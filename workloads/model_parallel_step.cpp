@@ -36,6 +36,7 @@ struct Communicators {
   std::optional<int> tensor, data, context;
   std::optional<int> expert_parallel, expert_data;
   int expert_stream = -1;  // after the context stream when there is one
+  int shared_expert_stream = -1;  // a second compute stream, under --moe-shared-expert-overlap
   PipelineCommunicators pipeline;
 };
 
@@ -62,7 +63,9 @@ class StageBuilder : PipelineStageWriter {
         config_(config),
         comms_(comms),
         passes_(passes),
-        program_(program) {}
+        program_(program) {
+    side_stream_ = comms.shared_expert_stream;
+  }
 
   void build();
 
@@ -514,6 +517,10 @@ Program compile_model_parallel_step(const StepConfig& config) {
       }));
     }
   }
+  if (config.plan.experts.shared_expert_overlap && config.model.moe.shared_experts > 0) {
+    comms.shared_expert_stream = static_cast<int>(program.streams.size());
+    program.streams.push_back("shared_experts");
+  }
   comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
   const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches),
@@ -542,6 +549,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   if (partition.boundary_gather_bytes > 0) program.description["scatter_gather_pipeline_tensors"] = true;
   program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
   if (partition.experts_apart) program.description["experts"] = expert_description(config.plan, partition.expert_factors);
+  if (comms.shared_expert_stream >= 0) program.description["shared_expert_overlap"] = true;
   return program;
 }
 

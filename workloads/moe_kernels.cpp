@@ -1,6 +1,64 @@
 #include "workloads/moe_kernels.h"
 
+#include <stdexcept>
+
 namespace shardsim::workloads {
+
+namespace {
+
+// What a MoE layer's MLPs, routed and shared, are made of: the first GEMM's
+// and the activation's names, and the values the activation moves per value
+// of the MLP's width, forward and backward.
+struct ExpertMlp {
+  std::string first, activation;
+  double activation_reads, activation_backward;
+};
+
+ExpertMlp expert_mlp(const ModelSpec& model) {
+  if (model.mlp == MlpKind::swiglu) return {"gate_up", "swiglu", 3, 5};
+  return {"up", "gelu", 2, 3};
+}
+
+// Under --moe-shared-expert-overlap Megatron-Core's SharedExpertMLP runs on a
+// stream of its own, its linears stripped of their tensor-parallel calls and
+// user buffers: the module gathers its input along the sequence itself
+// (pre_forward_comm), and the first linear keeps that gathered input for its
+// weight gradient instead of gathering it again. Forward: the gather, the
+// first GEMM and the activation, the second GEMM, its partial sums
+// reduce-scattered (post_forward_comm).
+// `f` is the shared experts' width on this GPU, `first_out` the first GEMM's.
+std::vector<KernelSpec> overlapped_shared_forward(const ExpertMlp& mlp, double f, double first_out,
+                                                  const LayerShapes& x, const TensorParallelGemms& linear) {
+  const double T = x.tokens, h = x.hidden;  // the gathered tokens
+  std::vector<KernelSpec> list;
+  linear.gather_input(list, "shared.input", h);
+  list.push_back(gemm("shared." + mlp.first, x, T, first_out, h));
+  list.push_back(elementwise("shared." + mlp.activation, x, mlp.activation_reads * T * f));
+  list.push_back(gemm("shared.down", x, T, h, f));
+  linear.combine(list, "shared.down", h);
+  return list;
+}
+
+// Backward, each call's gradient is the other: the output gradient
+// gathered, the second GEMM's input and weight gradients, the activation's,
+// the first GEMM's (its weight gradient on the kept input), and the input
+// gradient reduce-scattered.
+std::vector<KernelSpec> overlapped_shared_backward(const ExpertMlp& mlp, double f, double first_out,
+                                                   const LayerShapes& x, const TensorParallelGemms& linear) {
+  const double T = x.tokens, h = x.hidden;
+  const std::string first = "shared." + mlp.first;
+  std::vector<KernelSpec> list;
+  linear.gather_input(list, "shared.down.gradient", h);
+  list.push_back(gemm("shared.down.dgrad", x, T, f, h));
+  list.push_back(weight_half(gemm("shared.down.wgrad", x, f, h, T)));
+  list.push_back(elementwise("shared." + mlp.activation + ".backward", x, mlp.activation_backward * T * f));
+  list.push_back(gemm(first + ".dgrad", x, T, h, first_out));
+  list.push_back(weight_half(gemm(first + ".wgrad", x, h, first_out, T)));
+  linear.combine(list, first + ".dgrad", h);
+  return list;
+}
+
+}  // namespace
 
 void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
                const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
@@ -11,32 +69,39 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   // whole-width.
   const double T = x.tokens / parallel.sequence_shards(), h = x.hidden, E = moe.experts, k = moe.experts_per_token;
   const bool swiglu = model.mlp == MlpKind::swiglu;
-  const std::string first = swiglu ? "gate_up" : "up", activation = swiglu ? "swiglu" : "gelu";
-  const double activation_reads = swiglu ? 3 : 2, activation_backward = swiglu ? 5 : 3;
+  const ExpertMlp names = expert_mlp(model);
+  const std::string& first = names.first;
+  const std::string& activation = names.activation;
+  const double activation_reads = names.activation_reads, activation_backward = names.activation_backward;
 
   mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
   mlp.forward.push_back(gemm("router", x, T, E, h));
   mlp.forward.push_back(elementwise("router.top_k", x, 2 * T * E));  // softmax over the logits, then top-k
   const bool shared = moe.shared_experts > 0;
-  if (shared) {
-    // Always-active experts: one MLP of their summed width, split over the
-    // tensor-parallel GPUs as a dense MLP is (Megatron-Core's SharedExpertMLP).
-    const double f = static_cast<double>(moe.shared_experts * moe.shared_expert_ffn_hidden) / parallel.tensor;
-    const double first_out = swiglu ? 2 * f : f;
+  const bool overlapped = shared && parallelism.shared_expert_overlap;
+  if (overlapped && parallelism.dispatcher != TokenDispatcher::all_to_all) {
+    throw std::logic_error("moe_block: the shared experts run beside the all-to-all dispatcher only");
+  }
+  // Always-active experts: one MLP of their summed width, split over the
+  // tensor-parallel GPUs as a dense MLP is (Megatron-Core's SharedExpertMLP).
+  const double shared_f = static_cast<double>(moe.shared_experts * moe.shared_expert_ffn_hidden) / parallel.tensor;
+  const double shared_first_out = swiglu ? 2 * shared_f : shared_f;
+  if (shared && !overlapped) {
     const double tokens = x.tokens;  // the column-parallel GEMM's, gathered along the sequence
-    linear.gathered_gemm(mlp.forward, "shared." + first + ".input", "shared." + first, first_out, h);
-    mlp.forward.push_back(elementwise("shared." + activation, x, activation_reads * tokens * f));
-    linear.combined_gemm(mlp.forward, "shared.down", f);
-    linear.row_backward(mlp.backward, "shared.down", f, h);
-    mlp.backward.push_back(elementwise("shared." + activation + ".backward", x, activation_backward * tokens * f));
-    linear.column_backward(mlp.backward, "shared." + first, h, first_out);
+    linear.gathered_gemm(mlp.forward, "shared." + first + ".input", "shared." + first, shared_first_out, h);
+    mlp.forward.push_back(elementwise("shared." + activation, x, activation_reads * tokens * shared_f));
+    linear.combined_gemm(mlp.forward, "shared.down", shared_f);
+    linear.row_backward(mlp.backward, "shared.down", shared_f, h);
+    mlp.backward.push_back(elementwise("shared." + activation + ".backward", x, activation_backward * tokens * shared_f));
+    linear.column_backward(mlp.backward, "shared." + first, h, shared_first_out);
   }
   mlp.backward.push_back(elementwise("router.top_k.backward", x, 3 * T * E));
   mlp.backward.push_back(gemm("router.dgrad", x, T, h, E));
   mlp.backward.push_back(weight_half(gemm("router.wgrad", x, h, E, T)));
-  // The norm's gradient sums the shared experts' input gradient, combined over the group.
+  // The norm's gradient sums the shared experts' input gradient, combined
+  // over the group (when they ran beside, the experts' module has joined them).
   mlp.backward.push_back(
-      waiting_for_call(elementwise("mlp_norm.backward", x, 3 * T * h), shared ? linear.after_combine() : 0));
+      waiting_for_call(elementwise("mlp_norm.backward", x, 3 * T * h), shared && !overlapped ? linear.after_combine() : 0));
 
   // Each rank's T k token copies spread evenly over the E experts, padded or
   // cut to the capacity c T k / E; a rank's E / ep experts each get that from
@@ -64,24 +129,35 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   if (parallelism.dispatcher == TokenDispatcher::all_to_all) {
     // Each token copy goes to its expert's rank and comes back.
     const double routed_bytes = x.e * copies * h;
-    experts.forward = {elementwise("permute", x, T * h + copies * h)};
+    experts.forward.clear();
+    if (overlapped) {
+      append_on_side_stream(experts.forward, overlapped_shared_forward(names, shared_f, shared_first_out, x, linear));
+    }
+    experts.forward.push_back(elementwise("permute", x, T * h + copies * h));
     call(experts.forward, "dispatch", CollectiveOp::all_to_all, routed_bytes);
     experts.forward.push_back(waiting_for_call(first_gemm, after_exchange));
     experts.forward.insert(experts.forward.end(), {activate, down});
     call(experts.forward, "combine", CollectiveOp::all_to_all, routed_bytes);
-    // Each token's k outputs weighted and summed, then the residual.
+    // Each token's k outputs weighted and summed, then the residual (and the
+    // shared experts' output, when they ran beside).
     experts.forward.push_back(waiting_for_call(elementwise("unpermute", x, copies * h + T * h), after_exchange));
-    experts.forward.push_back(residual_add("residual", x, T * h));
+    const KernelSpec residual = residual_add("residual", x, T * h);
+    experts.forward.push_back(overlapped ? joining_side_stream(residual) : residual);
 
-    experts.backward = {residual_add("residual.backward", x, T * h),
-                        elementwise("unpermute.backward", x, T * h + copies * h)};
+    experts.backward = {residual_add("residual.backward", x, T * h)};
+    if (overlapped) {
+      append_on_side_stream(experts.backward, overlapped_shared_backward(names, shared_f, shared_first_out, x, linear));
+    }
+    experts.backward.push_back(elementwise("unpermute.backward", x, T * h + copies * h));
     call(experts.backward, "combine.backward", CollectiveOp::all_to_all, routed_bytes);
     experts.backward.push_back(waiting_for_call(down_dgrad, after_exchange));
     experts.backward.insert(experts.backward.end(), {down_wgrad, activate_backward, first_dgrad});
     call(experts.backward, "dispatch.backward", CollectiveOp::all_to_all, routed_bytes);
     // The weight gradient runs while the input gradients travel back.
     experts.backward.push_back(first_wgrad);
-    experts.backward.push_back(waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange));
+    const KernelSpec permute_backward =
+        waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange);
+    experts.backward.push_back(overlapped ? joining_side_stream(permute_backward) : permute_backward);
     return;
   }
   // Megatron-Core's MoEAllGatherTokenDispatcher: every rank gathers the ep

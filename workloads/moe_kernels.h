@@ -16,7 +16,12 @@ namespace shardsim::workloads {
 // combine, residual). Under tensor parallelism (sequence parallelism on, as
 // Megatron-LM requires) the shared experts split over the group through
 // `linear`; the router and the routed experts stay whole on every GPU
-// (expert tensor parallelism 1), taking this GPU's T / t tokens.
+// (expert tensor parallelism 1), taking this GPU's T / t tokens. With
+// `parallelism.shared_expert_overlap` (all-to-all dispatcher only) the
+// shared experts move into `experts` as a side-stream chain
+// (transformer_kernels.h's KernelSpec) forked after the router and joined
+// by the residual add, making their own sequence-parallel calls; backward,
+// forked after the residual's gradient and joined by the permutation's.
 void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
                const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
                ModuleWork& experts);

@@ -1,8 +1,9 @@
 // OpWriter: appends ops to one rank program the way the step compilers do.
 // Kernels go on the compute stream, each also waiting for the ops a
 // compiler blocked on the next kernel (a reduction the backward must not
-// outrun, model-parallel calls a block's output needs); collectives and
-// memory ops go on any stream. The compilers' builders derive from it.
+// outrun, model-parallel calls a block's output needs), or, marked so in a
+// kernel list, on a side compute stream; collectives and memory ops go on
+// any stream. The compilers' builders derive from it.
 #pragma once
 
 #include "workloads/program.h"
@@ -53,6 +54,13 @@ class OpWriter {
   }
   OpIndex kernel(const KernelSpec& spec, std::string_view prefix, std::vector<OpIndex> deps) {
     if (spec.call) throw std::logic_error("OpWriter: " + spec.name + " is a call, not a kernel");
+    if (spec.on_side_stream || spec.joins_side_stream) {
+      throw std::logic_error("OpWriter: " + spec.name + " belongs to a side-stream chain, which only run() writes");
+    }
+    return compute_kernel(spec, prefix, std::move(deps));
+  }
+  // `spec` on the compute stream, its side-stream marks left to run().
+  OpIndex compute_kernel(const KernelSpec& spec, std::string_view prefix, std::vector<OpIndex> deps) {
     deps.insert(deps.end(), blocking_.begin(), blocking_.end());
     blocking_.clear();
     name_.assign(prefix).append(spec.name);
@@ -70,11 +78,31 @@ class OpWriter {
   // kernel before it, over the communicator and on the stream `route(group)`
   // gives; a kernel waits for the call it names. `deps` go to the first
   // kernel. Calls no kernel of the list waits for hold up the next kernel.
+  // Side-stream entries chain on `side_stream_` from the last kernel before
+  // the first of them (and what the list's next kernel would wait for), up
+  // to the kernel that joins them; kernels name only the calls off the chain.
   template <typename Route>
   void run(const std::vector<KernelSpec>& list, std::string_view prefix, std::vector<OpIndex>& deps, Route route) {
     std::vector<OpIndex> calls;
     std::vector<bool> waited;
+    std::optional<OpIndex> side;  // the side chain's latest entry, until a kernel joins it
     for (const KernelSpec& spec : list) {
+      if (spec.on_side_stream) {
+        if (side_stream_ < 0) throw std::logic_error("OpWriter: " + spec.name + " needs a side compute stream");
+        std::vector<OpIndex> after = side ? std::vector<OpIndex>{*side} : after_last_compute();
+        if (!side) {
+          after.insert(after.end(), deps.begin(), deps.end());
+          after.insert(after.end(), blocking_.begin(), blocking_.end());
+        }
+        name_.assign(prefix).append(spec.name);
+        if (spec.call) {
+          const CallRoute to = route(spec.call->group);
+          side = collective(name_, spec.call->op, to.communicator, spec.call->bytes, to.stream, after);
+        } else {
+          side = add(kernel_op(spec, side_stream_), name_, after);
+        }
+        continue;
+      }
       if (spec.call) {
         const CallRoute to = route(spec.call->group);
         name_.assign(prefix).append(spec.name);
@@ -89,8 +117,13 @@ class OpWriter {
         kernel_deps.push_back(calls[which]);
         waited[which] = true;
       }
-      kernel(spec, prefix, std::move(kernel_deps));
+      if (spec.joins_side_stream) {
+        if (!side) throw std::logic_error("OpWriter: " + spec.name + " joins a side stream that runs nothing");
+        kernel_deps.push_back(*std::exchange(side, std::nullopt));
+      }
+      compute_kernel(spec, prefix, std::move(kernel_deps));
     }
+    if (side) throw std::logic_error("OpWriter: a side-stream chain of " + std::string(prefix) + " is never joined");
     for (std::size_t i = 0; i < calls.size(); ++i) {
       if (!waited[i]) blocking_.push_back(calls[i]);
     }
@@ -102,6 +135,7 @@ class OpWriter {
 
   RankProgram& program_;
   int compute_stream_;
+  int side_stream_ = -1;  // set by a builder whose kernel lists have side-stream entries
   std::string name_;  // the op name being put together, kept to reuse its buffer
   std::optional<OpIndex> last_compute_;
   std::optional<OpIndex> last_on_compute_stream_;  // a kernel or a memory op

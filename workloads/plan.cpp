@@ -214,6 +214,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
                                     ? TokenDispatcher::all_gather
                                     : TokenDispatcher::all_to_all;
     }
+    if (experts.has("shared_expert_overlap")) plan.experts.shared_expert_overlap = experts.boolean("shared_expert_overlap");
     experts.finish();
   }
   check_parallelism_system(plan, file);
@@ -306,6 +307,15 @@ void check_parallelism_system(const Plan& plan, const std::string& file) {
   }
   if (plan.experts.parallel > 1 && plan.model_parallel.ulysses > 1) {
     throw_input_error(file, "experts.parallel", "expert parallelism together with DeepSpeed-Ulysses is not modelled yet");
+  }
+  if (plan.experts.shared_expert_overlap && plan.system != ShardingSystem::megatron) {
+    throw_input_error(file, "experts.shared_expert_overlap",
+                      "is Megatron-Core's --moe-shared-expert-overlap (system megatron); the data-parallel systems and "
+                      "ZeroPP run the shared experts in line");
+  }
+  if (plan.experts.shared_expert_overlap && plan.experts.dispatcher != TokenDispatcher::all_to_all) {
+    throw_input_error(file, "experts.shared_expert_overlap",
+                      "works with the all_to_all dispatcher only (Megatron-Core refuses it with the allgather one)");
   }
 }
 

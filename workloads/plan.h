@@ -233,6 +233,9 @@ struct ExpertParallelism {
   topology::MoeLayout layout = topology::MoeLayout::expert_data;
   double capacity_factor = 1.0;
   TokenDispatcher dispatcher = TokenDispatcher::all_to_all;
+  // Megatron-Core's --moe-shared-expert-overlap: the shared experts run on a
+  // stream of their own beside the dispatch (moe_kernels.h).
+  bool shared_expert_overlap = false;
 };
 
 struct Plan {

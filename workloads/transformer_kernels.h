@@ -123,6 +123,15 @@ struct KernelSpec {
   // embedding's scatter-add. The rest of a backward is its input-gradient
   // half (B), which the stage before waits for.
   bool weight_gradient = false;
+  // On a second compute stream beside the list's other kernels (Megatron-
+  // Core's shared experts under --moe-shared-expert-overlap). The side
+  // entries of a list run as one chain, each waiting for the one before it,
+  // the first for the last kernel before it on the compute stream; a call
+  // among them runs on its group's stream as any call does. A kernel marked
+  // joins_side_stream waits for the chain's end, which every list that
+  // forks a chain joins.
+  bool on_side_stream = false;
+  bool joins_side_stream = false;
 };
 
 // A module (model.h) and its kernels.

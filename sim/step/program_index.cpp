@@ -14,6 +14,7 @@ ProgramIndex::ProgramIndex(const workloads::RankProgram& program, std::size_t st
   heads.resize(n);
   stream_ops.resize(streams);
   std::vector<std::uint32_t> count(n + 1, 0);
+  std::vector<bool> has_kernels(streams, false);
   for (std::size_t i = 0; i < n; ++i) {
     const workloads::Op& op = program.ops[i];
     if (op.deps.size() > std::numeric_limits<std::uint16_t>::max()) {
@@ -24,6 +25,10 @@ ProgramIndex::ProgramIndex(const workloads::RankProgram& program, std::size_t st
     heads[i] = {op.kind, static_cast<std::uint16_t>(op.stream)};
     if (op.kind == workloads::OpKind::compute) kernel_duration[i] = picoseconds_from_seconds(kernel_seconds(op, profile));
     stream_ops[static_cast<std::size_t>(op.stream)].push_back(static_cast<std::uint32_t>(i));
+    if (op.kind == workloads::OpKind::compute && !has_kernels[static_cast<std::size_t>(op.stream)]) {
+      has_kernels[static_cast<std::size_t>(op.stream)] = true;
+      ++compute_streams;
+    }
     for (std::uint32_t dep : op.deps) ++count[dep + 1];
   }
   for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];

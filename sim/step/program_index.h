@@ -24,6 +24,7 @@ struct ProgramIndex {
   std::vector<std::uint32_t> dependents_begin;  // CSR over ops: dependents of op i are
   std::vector<std::uint32_t> dependents;        // dependents[begin[i] .. begin[i + 1])
   std::vector<std::vector<std::uint32_t>> stream_ops;
+  int compute_streams = 0;  // streams with a compute op
 
   // Throws like kernel_seconds() (a dtype the profile lacks).
   ProgramIndex(const workloads::RankProgram& program, std::size_t streams, const calib::Profile& profile);

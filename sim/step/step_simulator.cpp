@@ -22,8 +22,9 @@ using workloads::Program;
 using workloads::RankProgram;
 
 // A run of kernels in flight on one stream (run_kernels), tracked only when
-// interference can change its speed: one piece of work whose speed changes
-// as the rank's collectives start and stop moving data.
+// its speed can change: one piece of work whose speed changes as the rank's
+// collectives start and stop moving data (interference) and as runs on its
+// other compute streams start and end (they share the GPU).
 // Its kernels are the stream's order from `first` to the cursor's head (the
 // stream is busy, so the head stays put until the run's last kernel ends).
 struct RunningKernels {
@@ -51,6 +52,7 @@ struct RankState {
   MemoryBytes memory{};
   double memory_total = 0;
   int collectives_moving = 0;
+  int kernels_running = 0;  // runs in flight on its compute streams, which share the GPU
   bool speed_unsettled = false;  // listed in StepSimulation::unsettled_
   std::vector<RunningKernels> running;  // per stream
 };
@@ -149,6 +151,9 @@ class StepSimulation {
   double call_seconds(const CollectiveChoices::Group& group, const AlgorithmCandidate& choice,
                       const Instance& instance) const;
   void set_moving(int rank, int delta);
+  void set_kernels_running(int rank, int delta);
+  void unsettle(int rank);
+  double kernel_speed(const RankState& state) const;
   void settle_speeds();
   void start_moving(int rank, std::uint32_t op) {
     if (OpTiming* t = timing(rank, op)) t->moving = engine_.now();
@@ -187,6 +192,8 @@ class StepSimulation {
   const StepSimulationOptions& options_;
   double capacity_;
   double slowdown_;
+  // Some op list has kernels on more than one stream, which can run at once.
+  bool shared_gpu_ = false;
   std::unique_ptr<CollectiveChoices> own_choices_;
   CollectiveChoices& choices_;
 
@@ -219,6 +226,7 @@ StepTimeline StepSimulation::run() {
   const std::size_t streams = program_.streams.size();
   for (const RankProgram& rank_program : program_.programs) {
     indexes_.emplace_back(rank_program, streams, profile_);
+    shared_gpu_ = shared_gpu_ || indexes_.back().compute_streams > 1;
   }
   calls_.resize(program_.communicators.size());
   call_choices_.resize(program_.communicators.size());
@@ -355,8 +363,9 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       const int stream = head.stream;
       StreamCursor& at = cursor(rank, stream);
       at.busy = true;
-      if (slowdown_ > 0) {
-        const double speed = state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0;
+      if (slowdown_ > 0 || shared_gpu_) {
+        set_kernels_running(rank, +1);
+        const double speed = kernel_speed(state);
         const std::uint32_t first = at.head - 1;
         const TimePs work = run_kernels(rank, stream, index, speed).second;
         RunningKernels& kernels = state.running[static_cast<std::size_t>(stream)];
@@ -420,6 +429,7 @@ void StepSimulation::schedule_kernels(int rank, int stream, RunningKernels& kern
   // A 16-byte capture fits std::function's small buffer: no allocation.
   kernels.event = engine_.schedule_after(left, [this, rank, stream] {
     ranks_[static_cast<std::size_t>(rank)].running[static_cast<std::size_t>(stream)].active = false;
+    set_kernels_running(rank, -1);
     const StreamCursor& at = cursor(rank, stream);
     finish(rank, at.order[at.head - 1]);
     drain();
@@ -454,16 +464,38 @@ void StepSimulation::set_moving(int rank, int delta) {
   const bool was = state.collectives_moving > 0;
   state.collectives_moving += delta;
   const bool is = state.collectives_moving > 0;
-  if (slowdown_ <= 0 || was == is || state.speed_unsettled) return;
+  if (slowdown_ > 0 && was != is) unsettle(rank);
+}
+
+// A run starting or ending changes the share of the GPU every other run of
+// the rank gets.
+void StepSimulation::set_kernels_running(int rank, int delta) {
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const int before = state.kernels_running;
+  state.kernels_running += delta;
+  if (std::max(before, state.kernels_running) > 1) unsettle(rank);
+}
+
+void StepSimulation::unsettle(int rank) {
+  RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  if (state.speed_unsettled) return;
   state.speed_unsettled = true;
   unsettled_.push_back(rank);
+}
+
+// Kernels on n streams at once share the GPU: each run progresses at 1/n of
+// its speed, so together they do the work of one GPU (how thread blocks of
+// concurrent kernels fill the SMs is not modelled).
+double StepSimulation::kernel_speed(const RankState& state) const {
+  const double interference = state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0;
+  return interference / std::max(state.kernels_running, 1);
 }
 
 void StepSimulation::settle_speeds() {
   for (const int rank : unsettled_) {
     RankState& state = ranks_[static_cast<std::size_t>(rank)];
     state.speed_unsettled = false;
-    const double speed = state.collectives_moving > 0 ? 1 / (1 + slowdown_) : 1.0;
+    const double speed = kernel_speed(state);
     for (std::size_t s = 0; s < state.running.size(); ++s) {
       RunningKernels& kernels = state.running[s];
       if (!kernels.active || kernels.speed == speed) continue;

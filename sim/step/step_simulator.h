@@ -8,7 +8,8 @@
 //     ended (CUDA streams and events);
 //   - compute ops take kernel_seconds() (kernel_time.h); while any collective
 //     of the same rank is moving data they progress 1 + s times slower, s the
-//     profile's interference_slowdown;
+//     profile's interference_slowdown; compute ops running at once on n of
+//     the rank's streams share its GPU, each progressing n times slower;
 //   - a collective occupies its stream from the moment the rank issues it. It
 //     starts moving data when every member of its group has issued it (as in
 //     NCCL, so a straggler delays everyone), with the algorithm and protocol
