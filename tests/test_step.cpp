@@ -606,36 +606,45 @@ void append_kernel_chain(RankProgram& p, const Op& kernel) {
   p.append(kernel, "k2", {1});
 }
 
-// One rank: kernels k0 -> k1 -> k2 of 1 ms each on the compute stream, and on
-// a side stream either a 1 ms kernel waiting for k1 or, at 1.5 ms, an
-// allocation larger than the GPU.
-Program kernel_run_program(bool side_allocation) {
-  Program program;
-  program.ranks = 1;
-  program.streams = {"compute", "side"};
-  RankProgram p;
+// An element-wise kernel of `ms` milliseconds on `stream` (1 GB a
+// millisecond at the uniform profile's 1 TB/s).
+Op kernel_of_ms(double ms, int stream = 0) {
   Op kernel;
   kernel.kind = OpKind::compute;
   kernel.kernel = KernelClass::elementwise;
-  kernel.hbm_bytes = 1e9;  // 1 ms at 1 TB/s
-  append_kernel_chain(p, kernel);
-  Op side = p.ops.front();
-  side.stream = 1;
-  if (side_allocation) {
-    side.hbm_bytes = 1.5e9;
-    Op allocation;
-    allocation.kind = OpKind::memory;
-    allocation.stream = 1;
-    allocation.bytes = 1e15;
-    p.append(side, "side");
-    p.append(allocation, "too_much.alloc", {3});
-  } else {
-    p.append(side, "side", {1});
-  }
+  kernel.hbm_bytes = ms * 1e9;
+  kernel.stream = stream;
+  return kernel;
+}
+
+// `p` as the one rank of a program on streams "compute" and "side".
+Program one_rank_program(const RankProgram& p) {
+  Program program;
+  program.ranks = 1;
+  program.streams = {"compute", "side"};
   program.programs.push_back(p);
   program.program_of_rank.push_back(0);
   validate_program(program);
   return program;
+}
+
+// One rank: kernels k0 -> k1 -> k2 of 1 ms each on the compute stream, and on
+// a side stream either a 1 ms kernel waiting for k1 or, at 1.5 ms, an
+// allocation larger than the GPU.
+Program kernel_run_program(bool side_allocation) {
+  RankProgram p;
+  append_kernel_chain(p, kernel_of_ms(1));
+  if (side_allocation) {
+    Op allocation;
+    allocation.kind = OpKind::memory;
+    allocation.stream = 1;
+    allocation.bytes = 1e15;
+    p.append(kernel_of_ms(1.5, 1), "side");
+    p.append(allocation, "too_much.alloc", {3});
+  } else {
+    p.append(kernel_of_ms(1, 1), "side", {1});
+  }
+  return one_rank_program(p);
 }
 
 }  // namespace
@@ -682,26 +691,11 @@ TEST_CASE("kernels on two streams of one rank share its GPU, each at half speed 
   // half the GPU: the first ends at 2 ms, the other has done 1 ms. Then the
   // 2 ms kernel and the 3 ms one each have 2 ms left at half speed: both end
   // at 6 ms, the 6 ms of work one GPU does without a pause.
-  Program program;
-  program.ranks = 1;
-  program.streams = {"compute", "side"};
   RankProgram p;
-  Op kernel;
-  kernel.kind = OpKind::compute;
-  kernel.kernel = KernelClass::elementwise;
-  const auto add = [&](double ms_of_work, int stream, std::string_view name) {
-    Op op = kernel;
-    op.hbm_bytes = ms_of_work * 1e9;  // 1 ms a GB at 1 TB/s
-    op.stream = stream;
-    return p.append(op, name);
-  };
-  add(1, 0, "short");
-  add(2, 0, "middle");
-  add(3, 1, "long");
-  program.programs.push_back(p);
-  program.program_of_rank.push_back(0);
-  validate_program(program);
-  const sim::StepTimeline timeline = simulate_pair(program);
+  p.append(kernel_of_ms(1), "short");
+  p.append(kernel_of_ms(2), "middle");
+  p.append(kernel_of_ms(3, 1), "long");
+  const sim::StepTimeline timeline = simulate_pair(one_rank_program(p));
   const auto& t = timeline.ops[0];
   const TimePs ms = picoseconds_from_seconds(1e-3);
   CHECK(t[0].end == 2 * ms);
