@@ -299,6 +299,8 @@ TEST_CASE("a MoE model's data-parallel plans are tried under each expert paralle
           CHECK(c.plan.experts.layout == topology::MoeLayout::expert_data);
           CHECK(c.plan.experts.dispatcher == workloads::TokenDispatcher::all_to_all);
           CHECK(c.plan.name.find("+ep" + std::to_string(ep)) != std::string::npos);
+          // Shared experts, where there are any, beside the dispatch.
+          CHECK(c.plan.experts.shared_expert_overlap == (model.moe.shared_experts > 0));
         }
         ++seen.pipelines[{workloads::to_string(c.plan.system), ep}];
         const bool stage_of_8 = 16 / c.plan.model_parallel.pipeline % 8 == 0;
@@ -315,6 +317,10 @@ TEST_CASE("a MoE model's data-parallel plans are tried under each expert paralle
   moe.has_moe = true;
   moe.moe = {8, 2, 1024, 0, 0, 0};
   const Seen by_experts = count(moe);
+  workloads::ModelSpec shared = moe;
+  shared.moe.shared_experts = 1;
+  shared.moe.shared_expert_ffn_hidden = 1024;
+  REQUIRE(count(shared).pipelines == by_experts.pipelines);
   const int systems = dense.data_parallel.begin()->second;
   // By default 1 and the node's 8 GPUs, the latter in E+D and in D+E.
   REQUIRE(by_experts.data_parallel == std::map<std::pair<int, std::string>, int>{

@@ -335,6 +335,10 @@ std::vector<Plan> with_megatron_expert_parallelism(std::vector<Plan> layouts, co
                                "(--expert-tensor-parallel-size 1), the all-to-all dispatcher "
                                "(--moe-token-dispatcher-type alltoall, which Megatron recommends with expert "
                                "parallelism)");
+        if (model.moe.shared_experts > 0) {
+          plan.experts.shared_expert_overlap = true;
+          plan.sources.push_back("the shared experts beside the dispatch (--moe-shared-expert-overlap)");
+        }
       }
       plans.push_back(std::move(plan));
     }

@@ -48,8 +48,11 @@
 // (the plan's name gains "+ep8:E+D"); by default 1 and the node's GPUs (or
 // the experts, when fewer). So are the Megatron-LM layouts: each size that
 // divides the experts and a stage's GPUs, in Megatron-Core's order (E+D)
-// with its all-to-all dispatcher, each expert whole on its GPUs ("+ep8").
-// ZeroPP keeps its experts local.
+// with its all-to-all dispatcher, each expert whole on its GPUs ("+ep8"),
+// and shared experts, where the model has them, beside the dispatch
+// (--moe-shared-expert-overlap: the same work on a second stream, filling
+// the GPU while the all-to-alls leave it idle). ZeroPP keeps its experts
+// local.
 //
 // The data-parallel systems are also crossed with DeepSpeed-Ulysses
 // (TECHNIQUES.md section 6): each degree u of `ulysses` that divides the
