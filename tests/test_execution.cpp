@@ -106,6 +106,19 @@ TEST_CASE("scaling a job shrinks the model and the batch and leaves the plan alo
     REQUIRE(moe.moe.first_dense_layers == 1);   // one dense layer, one MoE layer
     REQUIRE(moe.moe_layer(1));
   }
+  SECTION("multi-head latent attention keeps its heads' widths, its heads and latents shrunk with hidden") {
+    ModelSpec mla = load_model("deepseek-v3");  // 7168 wide, 128 heads, latents of rank 1536 and 512
+    TrainingConfig training = load_training_config("seq4096-mbs1-4m-tokens");
+    apply_job_scale(parse_job_scale("layers=4,hidden=1792"), 8, mla, training);
+    REQUIRE(mla.heads == 32);  // 128 x 1792 / 7168
+    REQUIRE(mla.kv_heads == 32);
+    REQUIRE(mla.mla.q_lora_rank == 384);
+    REQUIRE(mla.mla.kv_lora_rank == 128);
+    REQUIRE(mla.mla.qk_nope_head_dim == 128);
+    REQUIRE(mla.mla.qk_rope_head_dim == 64);
+    REQUIRE(mla.mla.v_head_dim == 128);
+    REQUIRE(mla.moe.expert_ffn_hidden == 512);  // 2048 x 4608 / 18432
+  }
   SECTION("bad keys and values are refused with the option named") {
     for (const std::string bad : {"layers=0", "layers=two", "depth=2", "hidden", ""}) {
       INFO(bad);

@@ -8,6 +8,15 @@
 
 namespace shardsim::workloads {
 
+namespace {
+
+// `width` times `ratio`, rounded, at least 1; 0 (a part the model lacks) stays 0.
+std::int64_t scaled_width(std::int64_t width, double ratio) {
+  return width == 0 ? 0 : std::max<std::int64_t>(1, std::llround(static_cast<double>(width) * ratio));
+}
+
+}  // namespace
+
 bool JobScale::empty() const {
   return !layers && !hidden && !ffn_hidden && !vocab && !sequence_length && !micro_batches;
 }
@@ -69,7 +78,14 @@ void apply_job_scale(const JobScale& scale, int data_parallel, ModelSpec& model,
   if (scale.layers) model.layers = *scale.layers;
   if (scale.hidden) {
     model.hidden = *scale.hidden;
-    if (model.head_dim > model.hidden) {
+    const double ratio = static_cast<double>(*scale.hidden) / static_cast<double>(original.hidden);
+    const auto shrink = [ratio](std::int64_t width) { return scaled_width(width, ratio); };
+    if (model.has_mla) {
+      // No head_dim to keep: the heads' widths are MLA's own.
+      model.heads = model.kv_heads = static_cast<int>(shrink(original.heads));
+      model.mla.q_lora_rank = shrink(original.mla.q_lora_rank);
+      model.mla.kv_lora_rank = shrink(original.mla.kv_lora_rank);
+    } else if (model.head_dim > model.hidden) {
       model.head_dim = model.hidden;
       model.heads = model.kv_heads = 1;
     } else {
@@ -78,20 +94,14 @@ void apply_job_scale(const JobScale& scale, int data_parallel, ModelSpec& model,
       const int group = std::max(1, original.heads / std::max(1, original.kv_heads));
       model.kv_heads = model.heads % group == 0 ? model.heads / group : model.heads;
     }
-    if (!scale.ffn_hidden) {
-      const double ratio = static_cast<double>(*scale.hidden) / static_cast<double>(original.hidden);
-      model.ffn_hidden = std::max<std::int64_t>(1, std::llround(static_cast<double>(original.ffn_hidden) * ratio));
-    }
+    if (!scale.ffn_hidden) model.ffn_hidden = shrink(original.ffn_hidden);
   }
   if (scale.ffn_hidden) model.ffn_hidden = *scale.ffn_hidden;
   if (model.has_moe) {
     // Experts shrink with the MLP; at least one MoE layer survives fewer layers.
     const double ratio = static_cast<double>(model.ffn_hidden) / static_cast<double>(original.ffn_hidden);
-    const auto shrink = [ratio](std::int64_t width) {
-      return width == 0 ? 0 : std::max<std::int64_t>(1, std::llround(static_cast<double>(width) * ratio));
-    };
-    model.moe.expert_ffn_hidden = shrink(original.moe.expert_ffn_hidden);
-    model.moe.shared_expert_ffn_hidden = shrink(original.moe.shared_expert_ffn_hidden);
+    model.moe.expert_ffn_hidden = scaled_width(original.moe.expert_ffn_hidden, ratio);
+    model.moe.shared_expert_ffn_hidden = scaled_width(original.moe.shared_expert_ffn_hidden, ratio);
     model.moe.first_dense_layers = std::min(original.moe.first_dense_layers, model.layers - 1);
   }
   if (scale.vocab) model.vocab = *scale.vocab;

@@ -11,9 +11,12 @@
 // model's ffn_hidden times hidden'/hidden); vocab; seq (the sequence length);
 // micro_batches (gradient accumulation steps: the global batch becomes
 // micro_batches x micro-batch x data-parallel size; default: unchanged).
-// A MoE model keeps its experts and routing; their widths shrink as the MLP
-// width does, and the leading dense layers are cut so that at least one MoE
-// layer remains.
+// A model with multi-head latent attention keeps its heads' widths (query-
+// key and value head sizes, rotary part): its heads shrink with hidden
+// (round(heads x hidden' / hidden), at least one) and so do its latents'
+// ranks. A MoE model keeps its experts and routing; their widths shrink as
+// the MLP width does, and the leading dense layers are cut so that at least
+// one MoE layer remains.
 #pragma once
 
 #include "workloads/model.h"

@@ -97,6 +97,9 @@ void print_step_table(const std::string& title, const workloads::Program& progra
                 d.at("microbatch_group_size").get<int>());
   }
   if (d.contains("experts")) print_experts_line(d.at("experts"));
+  if (d.value("shared_expert_overlap", false)) {
+    std::printf("# shared experts beside the token dispatch, on a compute stream of their own\n");
+  }
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
   if (d.contains("hierarchical_parameter_gather")) {
     std::printf("# MiCS hierarchical parameter gather: a group spanning nodes gathers across nodes, then inside each\n");
