@@ -7,16 +7,16 @@ namespace shardsim::workloads {
 namespace {
 
 // What a MoE layer's MLPs, routed and shared, are made of: the first GEMM's
-// and the activation's names, and the values the activation moves per value
-// of the MLP's width, forward and backward.
+// and the activation's names, and per value of the MLP's width the first
+// GEMM's outputs and the values the activation moves, forward and backward.
 struct ExpertMlp {
   std::string first, activation;
-  double activation_reads, activation_backward;
+  double first_outputs, activation_reads, activation_backward;
 };
 
 ExpertMlp expert_mlp(const ModelSpec& model) {
-  if (model.mlp == MlpKind::swiglu) return {"gate_up", "swiglu", 3, 5};
-  return {"up", "gelu", 2, 3};
+  if (model.mlp == MlpKind::swiglu) return {"gate_up", "swiglu", 2, 3, 5};
+  return {"up", "gelu", 1, 2, 3};
 }
 
 // Under --moe-shared-expert-overlap Megatron-Core's SharedExpertMLP runs on a
@@ -26,10 +26,10 @@ ExpertMlp expert_mlp(const ModelSpec& model) {
 // weight gradient instead of gathering it again. Forward: the gather, the
 // first GEMM and the activation, the second GEMM, its partial sums
 // reduce-scattered (post_forward_comm).
-// `f` is the shared experts' width on this GPU, `first_out` the first GEMM's.
-std::vector<KernelSpec> overlapped_shared_forward(const ExpertMlp& mlp, double f, double first_out,
-                                                  const LayerShapes& x, const TensorParallelGemms& linear) {
-  const double T = x.tokens, h = x.hidden;  // the gathered tokens
+// `f` is the shared experts' width on this GPU.
+std::vector<KernelSpec> overlapped_shared_forward(const ExpertMlp& mlp, double f, const LayerShapes& x,
+                                                  const TensorParallelGemms& linear) {
+  const double T = x.tokens, h = x.hidden, first_out = mlp.first_outputs * f;  // T: the gathered tokens
   std::vector<KernelSpec> list;
   linear.gather_input(list, "shared.input", h);
   list.push_back(gemm("shared." + mlp.first, x, T, first_out, h));
@@ -43,9 +43,9 @@ std::vector<KernelSpec> overlapped_shared_forward(const ExpertMlp& mlp, double f
 // gathered, the second GEMM's input and weight gradients, the activation's,
 // the first GEMM's (its weight gradient on the kept input), and the input
 // gradient reduce-scattered.
-std::vector<KernelSpec> overlapped_shared_backward(const ExpertMlp& mlp, double f, double first_out,
-                                                   const LayerShapes& x, const TensorParallelGemms& linear) {
-  const double T = x.tokens, h = x.hidden;
+std::vector<KernelSpec> overlapped_shared_backward(const ExpertMlp& mlp, double f, const LayerShapes& x,
+                                                   const TensorParallelGemms& linear) {
+  const double T = x.tokens, h = x.hidden, first_out = mlp.first_outputs * f;
   const std::string first = "shared." + mlp.first;
   std::vector<KernelSpec> list;
   linear.gather_input(list, "shared.down.gradient", h);
@@ -68,7 +68,6 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   // sequence parallelism, which the router and the routed experts take
   // whole-width.
   const double T = x.tokens / parallel.sequence_shards(), h = x.hidden, E = moe.experts, k = moe.experts_per_token;
-  const bool swiglu = model.mlp == MlpKind::swiglu;
   const ExpertMlp names = expert_mlp(model);
   const std::string& first = names.first;
   const std::string& activation = names.activation;
@@ -85,7 +84,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   // Always-active experts: one MLP of their summed width, split over the
   // tensor-parallel GPUs as a dense MLP is (Megatron-Core's SharedExpertMLP).
   const double shared_f = static_cast<double>(moe.shared_experts * moe.shared_expert_ffn_hidden) / parallel.tensor;
-  const double shared_first_out = swiglu ? 2 * shared_f : shared_f;
+  const double shared_first_out = names.first_outputs * shared_f;
   if (shared && !overlapped) {
     const double tokens = x.tokens;  // the column-parallel GEMM's, gathered along the sequence
     linear.gathered_gemm(mlp.forward, "shared." + first + ".input", "shared." + first, shared_first_out, h);
@@ -108,7 +107,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   // each of the ep ranks.
   const int ep = parallelism.parallel;
   const double f = static_cast<double>(moe.expert_ffn_hidden);
-  const double first_out = swiglu ? 2 * f : f;
+  const double first_out = names.first_outputs * f;
   const double local_experts = E / ep;
   const double copies = parallelism.capacity_factor * T * k;  // this rank's routed token copies
   const double m = ep * copies / E;
@@ -131,7 +130,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
     const double routed_bytes = x.e * copies * h;
     experts.forward.clear();
     if (overlapped) {
-      append_on_side_stream(experts.forward, overlapped_shared_forward(names, shared_f, shared_first_out, x, linear));
+      append_on_side_stream(experts.forward, overlapped_shared_forward(names, shared_f, x, linear));
     }
     experts.forward.push_back(elementwise("permute", x, T * h + copies * h));
     call(experts.forward, "dispatch", CollectiveOp::all_to_all, routed_bytes);
@@ -146,7 +145,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
 
     experts.backward = {residual_add("residual.backward", x, T * h)};
     if (overlapped) {
-      append_on_side_stream(experts.backward, overlapped_shared_backward(names, shared_f, shared_first_out, x, linear));
+      append_on_side_stream(experts.backward, overlapped_shared_backward(names, shared_f, x, linear));
     }
     experts.backward.push_back(elementwise("unpermute.backward", x, T * h + copies * h));
     call(experts.backward, "combine.backward", CollectiveOp::all_to_all, routed_bytes);

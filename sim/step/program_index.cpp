@@ -2,6 +2,7 @@
 
 #include "sim/step/kernel_time.h"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -25,12 +26,10 @@ ProgramIndex::ProgramIndex(const workloads::RankProgram& program, std::size_t st
     heads[i] = {op.kind, static_cast<std::uint16_t>(op.stream)};
     if (op.kind == workloads::OpKind::compute) kernel_duration[i] = picoseconds_from_seconds(kernel_seconds(op, profile));
     stream_ops[static_cast<std::size_t>(op.stream)].push_back(static_cast<std::uint32_t>(i));
-    if (op.kind == workloads::OpKind::compute && !has_kernels[static_cast<std::size_t>(op.stream)]) {
-      has_kernels[static_cast<std::size_t>(op.stream)] = true;
-      ++compute_streams;
-    }
+    if (op.kind == workloads::OpKind::compute) has_kernels[static_cast<std::size_t>(op.stream)] = true;
     for (std::uint32_t dep : op.deps) ++count[dep + 1];
   }
+  compute_streams = static_cast<int>(std::count(has_kernels.begin(), has_kernels.end(), true));
   for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
   dependents_begin = count;
   dependents.resize(count[n]);
