@@ -299,8 +299,14 @@ TEST_CASE("a MoE model's data-parallel plans are tried under each expert paralle
           CHECK(c.plan.experts.layout == topology::MoeLayout::expert_data);
           CHECK(c.plan.experts.dispatcher == workloads::TokenDispatcher::all_to_all);
           CHECK(c.plan.name.find("+ep" + std::to_string(ep)) != std::string::npos);
-          // Shared experts, where there are any, beside the dispatch.
-          CHECK(c.plan.experts.shared_expert_overlap == (model.moe.shared_experts > 0));
+          // The combined 1F1B where Megatron-Core allows it, else shared
+          // experts, where there are any, beside the dispatch.
+          const auto& mp = c.plan.model_parallel;
+          const bool combined =
+              (mp.pipeline == 1 || mp.virtual_stages > 1) && c.training.recompute != workloads::Recompute::full;
+          CHECK(c.plan.experts.overlap_expert_parallel_comm == combined);
+          CHECK(c.plan.experts.delay_wgrad_compute == combined);
+          CHECK(c.plan.experts.shared_expert_overlap == (!combined && model.moe.shared_experts > 0));
         }
         ++seen.pipelines[{workloads::to_string(c.plan.system), ep}];
         const bool stage_of_8 = 16 / c.plan.model_parallel.pipeline % 8 == 0;

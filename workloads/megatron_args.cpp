@@ -29,7 +29,7 @@ const std::set<std::string> kSwitches = {
     "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
     "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline", "moe_pad_expert_input_to_capacity",
-    "moe_grouped_gemm", "moe_shared_expert_overlap"};
+    "moe_grouped_gemm", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute"};
 
 bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -536,6 +536,26 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
            " layers is simulated as full recompute per layer (each layer's input kept)");
     }
     training.recompute = Recompute::full;
+  }
+
+  // Megatron-Core's TransformerConfig asserts what the combined 1F1B needs.
+  if (flags.on("overlap_moe_expert_parallel_comm")) {
+    const auto refuse = [&](const std::string& why) { flags.fail("overlap_moe_expert_parallel_comm", why); };
+    if (plan.experts.parallel < 2) refuse("needs --expert-model-parallel-size > 1");
+    if (plan.experts.dispatcher != TokenDispatcher::all_to_all) refuse("needs --moe-token-dispatcher-type alltoall");
+    if (plan.experts.shared_expert_overlap) refuse("cannot run with --moe-shared-expert-overlap");
+    if (mp.pipeline > 1 && mp.virtual_stages < 2) {
+      refuse("with --pipeline-model-parallel-size > 1 needs the interleaved schedule "
+             "(--num-virtual-stages-per-pipeline-rank)");
+    }
+    if (training.recompute == Recompute::full) refuse("cannot run with --recompute-granularity full");
+    plan.experts.overlap_expert_parallel_comm = true;
+  }
+  if (flags.on("delay_wgrad_compute")) {
+    if (!plan.experts.overlap_expert_parallel_comm) {
+      flags.fail("delay_wgrad_compute", "needs --overlap-moe-expert-parallel-comm (Megatron-Core asserts it)");
+    }
+    plan.experts.delay_wgrad_compute = true;
   }
 
   // Megatron-Core buckets by parameters; gradients are fp32 for bf16 training

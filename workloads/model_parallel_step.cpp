@@ -5,12 +5,13 @@
 #include "workloads/memory_model.h"
 #include "workloads/pipeline_schedule.h"
 #include "workloads/pipeline_split.h"
-#include "workloads/pipeline_stage_writer.h"
+#include "workloads/megatron_stage.h"
 #include "workloads/transformer_kernels.h"
 
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
@@ -20,279 +21,22 @@ namespace shardsim::workloads {
 
 namespace {
 
-enum Stream : int {
-  compute_stream,
-  tensor_stream,
-  activation_send_stream,
-  activation_receive_stream,
-  gradient_send_stream,
-  gradient_receive_stream,
-  reduce_stream,
-  gather_stream,
-  context_stream,
-};
-
-struct Communicators {
-  std::optional<int> tensor, data, context;
-  std::optional<int> expert_parallel, expert_data;
-  int expert_stream = -1;  // after the context stream when there is one
-  int shared_expert_stream = -1;  // a second compute stream, under --moe-shared-expert-overlap
-  PipelineCommunicators pipeline;
-};
-
-// The two kinds of model state a stage reduces and gathers over different
-// groups: every module's over the data (x context) GPUs, except, under
-// expert parallelism, the routed experts' over their expert-data-parallel
-// GPUs.
-enum StateGroup : std::size_t { dense_states, expert_states };
-
-// Modules whose gradients (or parameters) go in one call.
-struct ModuleBucket {
-  std::vector<std::size_t> modules;
-  double parameters = 0;
-};
-
-class StageBuilder : PipelineStageWriter {
- public:
-  StageBuilder(const StepConfig& config, const ModelParallelPartition& partition, const Communicators& comms,
-               int stage, const std::vector<PipelinePass>& passes, RankProgram& program)
-      : PipelineStageWriter(program, compute_stream,
-                            {activation_send_stream, activation_receive_stream, gradient_send_stream,
-                             gradient_receive_stream},
-                            config.plan.model_parallel, partition, comms.pipeline, stage),
-        config_(config),
-        comms_(comms),
-        passes_(passes),
-        program_(program) {
-    side_stream_ = comms.shared_expert_stream;
+// Each stage's steps: Megatron-LM's 1F1B, one pass a step, or, when the
+// plan overlaps the expert-parallel all-to-alls, the combined 1F1B.
+std::vector<std::vector<CombinedStep>> stage_steps(const StepConfig& config, const ModelParallelPartition& partition) {
+  const ModelParallelism& mp = config.plan.model_parallel;
+  const int m = static_cast<int>(partition.micro_batches);
+  if (config.plan.experts.overlap_expert_parallel_comm) {
+    return combined_1f1b_schedule(mp.pipeline, mp.virtual_stages, m, mp.microbatch_group());
   }
-
-  void build();
-
- private:
-  // What sending or reducing a result waits for: the last kernel and the
-  // tensor-parallel calls that complete it.
-  std::vector<OpIndex> after_results() const {
-    std::vector<OpIndex> after = after_last_compute();
-    after.insert(after.end(), blocking_.begin(), blocking_.end());
-    return after;
-  }
-
-  void run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps);
-  // Without gradient-accumulation fusion Megatron-LM's DDP hook adds each
-  // micro-batch's gradients (param.grad, in the training dtype) into the main
-  // gradients: main_grad.add_(param.grad), a pass that reads both and writes
-  // the main gradient.
-  KernelSpec main_grad_add(double parameters) const {
-    return gradient_add("main_grad.add", value_dtype(config_.training), parameters, config_.training.bytes_per_value,
-                        partition_.gradient_bytes_per_value);
-  }
-  // Under scatter/gather a received slice is all-gathered over the
-  // tensor-parallel group before the pass can use it, on the compute
-  // stream's behalf (Megatron-LM's gather_split_1d_tensor).
-  std::vector<OpIndex> gathered(std::vector<OpIndex> received, const std::string& name) {
-    if (received.empty() || partition_.boundary_gather_bytes == 0) return received;
-    return {collective(name + ".all_gather", CollectiveOp::all_gather, *comms_.tensor, partition_.boundary_gather_bytes,
-                       tensor_stream, received)};
-  }
-  StateGroup group_of(std::size_t module) const {
-    return partition_.modules[module].routed_experts && partition_.experts_apart ? expert_states : dense_states;
-  }
-  const std::optional<int>& reducer(StateGroup group) const {
-    return group == expert_states ? comms_.expert_data : comms_.data;
-  }
-  int optimizer_factor(StateGroup group) const {
-    return group == expert_states ? partition_.expert_factors.factors.optimizer : partition_.factors.optimizer;
-  }
-  // Whether the distributed optimizer shards the group's states, so its
-  // parameters are all-gathered after the update.
-  bool distributed(StateGroup group) const { return reducer(group) && optimizer_factor(group) > 1; }
-
-  void forward(const PipelinePass& pass);
-  void backward(const PipelinePass& pass, bool last_of_chunk);
-  void close_bucket(ModuleBucket& bucket);
-  void reduce_bucket(const ModuleBucket& bucket, std::vector<OpIndex> deps);
-  void emit_parameter_gathers(const std::vector<OpIndex>& deps);
-
-  const StepConfig& config_;
-  const Communicators& comms_;
-  const std::vector<PipelinePass>& passes_;
-  RankProgram& program_;
-
-  std::array<ModuleBucket, 2> buckets_;  // filling, per StateGroup
-  std::vector<OpIndex> reductions_;       // the optimizer waits for these
-  std::vector<ModuleBucket> deferred_;  // buckets reduced after the backward
-  std::vector<std::optional<OpIndex>> gather_of_module_;
-  bool gather_at_start_ = false;
-};
-
-// Model-parallel calls of a kernel list go over the tensor-, the context- or
-// the expert-parallel group (plans refuse DeepSpeed-Ulysses with Megatron-LM,
-// plan.h).
-void StageBuilder::run(const std::vector<KernelSpec>& list, const std::string& prefix, std::vector<OpIndex>& deps) {
-  OpWriter::run(list, prefix, deps, [this](CallGroup group) {
-    if (group == CallGroup::tensor_parallel && comms_.tensor) return CallRoute{*comms_.tensor, tensor_stream};
-    if (group == CallGroup::context_parallel && comms_.context) return CallRoute{*comms_.context, context_stream};
-    if (group == CallGroup::expert_parallel && comms_.expert_parallel) {
-      return CallRoute{*comms_.expert_parallel, comms_.expert_stream};
-    }
-    throw std::logic_error("StageBuilder: a call outside the tensor-, context- and expert-parallel groups");
-  });
-}
-
-void StageBuilder::forward(const PipelinePass& pass) {
-  const std::string name = prefix(pass);
-  std::vector<OpIndex> deps = gathered(receive_activations(pass), name + "receive_activations");
-  for (std::size_t module : modules_of(pass.chunk)) {
-    const ModuleWork& work = partition_.modules[module];
-    if (gather_at_start_ && pass.micro_batch == 0 && gather_of_module_[module]) deps.push_back(*gather_of_module_[module]);
-    memory(name + work.name + ".activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
-    run(work.forward, name + work.name + ".", deps);
-  }
-  send_activations(pass, after_results());
-}
-
-void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
-  const std::string name = prefix(pass);
-  const auto& modules = modules_of(pass.chunk);
-  std::vector<OpIndex> deps = gathered(receive_gradients(pass), name + "receive_gradients");
-  double working = 0;  // a layer rebuilt under full recompute, until the layer's backward is done
-  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
-    const ModuleWork& work = partition_.modules[*it];
-    const std::string module_prefix = name + work.name + ".";
-    if (work.recompute_working_bytes > 0) {
-      working = work.recompute_working_bytes;
-      memory(module_prefix + "recompute.alloc", MemoryCategory::activations, working, compute_stream);
-    }
-    run(work.recompute, module_prefix + "recompute.", deps);
-    run(work.backward, module_prefix, deps);
-    if (!mp_.gradient_accumulation_fusion && work.parameters > 0) run({main_grad_add(work.parameters)}, module_prefix, deps);
-    memory(module_prefix + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
-    const bool layer_done = std::next(it) == modules.rend() || partition_.modules[*std::next(it)].layer != work.layer;
-    if (working > 0 && layer_done) {
-      memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);
-    }
-    if (!last_of_chunk) continue;
-    if (const StateGroup group = group_of(*it); reducer(group)) {
-      ModuleBucket& bucket = buckets_[group];
-      bucket.modules.push_back(*it);
-      bucket.parameters += work.parameters;
-      if (partition_.gradient_bytes_per_value * bucket.parameters >= config_.plan.buckets.reduce_bytes) {
-        close_bucket(bucket);
-      }
-    }
-    if (*it == modules.front()) {
-      for (ModuleBucket& bucket : buckets_) {
-        if (!bucket.modules.empty()) close_bucket(bucket);
-      }
+  const auto passes = pipeline_schedule(mp.pipeline, mp.virtual_stages, m, mp.microbatch_group());
+  std::vector<std::vector<CombinedStep>> steps(passes.size());
+  for (std::size_t stage = 0; stage < passes.size(); ++stage) {
+    for (const PipelinePass& pass : passes[stage]) {
+      steps[stage].push_back(pass.forward() ? CombinedStep{pass, std::nullopt} : CombinedStep{std::nullopt, pass});
     }
   }
-  send_gradients(pass, after_results());
-}
-
-void StageBuilder::close_bucket(ModuleBucket& bucket) {
-  if (config_.plan.overlap.optimizer_all_reduce) {
-    reduce_bucket(std::exchange(bucket, {}), after_results());
-  } else {
-    deferred_.push_back(std::exchange(bucket, {}));
-  }
-}
-
-// One bucket of gradients over its data-parallel group: a reduce-scatter
-// into the distributed optimizer's shards, or an all-reduce.
-void StageBuilder::reduce_bucket(const ModuleBucket& bucket, std::vector<OpIndex> deps) {
-  const StateGroup group = group_of(bucket.modules.front());
-  const std::string name =
-      "grad." + partition_.modules[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
-  const bool sharded = optimizer_factor(group) > 1;
-  reductions_.push_back(collective(name + (sharded ? ".reduce_scatter" : ".all_reduce"),
-                                   sharded ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, *reducer(group),
-                                   partition_.gradient_bytes_per_value * bucket.parameters, reduce_stream,
-                                   std::move(deps)));
-}
-
-// The distributed optimizer's parameter all-gathers, in buckets of whole
-// modules in forward order, each group's over its own GPUs.
-void StageBuilder::emit_parameter_gathers(const std::vector<OpIndex>& deps) {
-  const double e = config_.training.bytes_per_value;
-  std::array<ModuleBucket, 2> pending;
-  const auto gather = [&](ModuleBucket& bucket, StateGroup group) {
-    const OpIndex op = collective("update." + partition_.modules[bucket.modules.front()].name +
-                                      (bucket.modules.size() > 1 ? "+" : "") + ".all_gather",
-                                  CollectiveOp::all_gather, *reducer(group), e * bucket.parameters, gather_stream, deps);
-    for (std::size_t m : std::exchange(bucket, {}).modules) gather_of_module_[m] = op;
-  };
-  for (const auto& chunk : partition_.chunks[static_cast<std::size_t>(stage_)]) {
-    for (std::size_t m : chunk) {
-      const StateGroup group = group_of(m);
-      if (!distributed(group)) continue;
-      pending[group].modules.push_back(m);
-      pending[group].parameters += partition_.modules[m].parameters;
-      if (e * pending[group].parameters >= config_.plan.buckets.all_gather_bytes) gather(pending[group], group);
-    }
-  }
-  for (const StateGroup group : {dense_states, expert_states}) {
-    if (!pending[group].modules.empty()) gather(pending[group], group);
-  }
-}
-
-void StageBuilder::build() {
-  const double psi = partition_.stage_parameters[static_cast<std::size_t>(stage_)];
-  const double psi_experts = partition_.stage_expert_parameters[static_cast<std::size_t>(stage_)];
-  // This GPU's optimizer shard: of the dense states, and of its experts' under expert parallelism.
-  const double shard = (psi - psi_experts) / optimizer_factor(dense_states) + psi_experts / optimizer_factor(expert_states);
-  const double e = config_.training.bytes_per_value;
-  auto& resident = program_.resident_bytes;
-  resident[static_cast<std::size_t>(MemoryCategory::parameters)] = e * psi;
-  resident[static_cast<std::size_t>(MemoryCategory::gradients)] = partition_.gradient_bytes_per_value * psi;
-  resident[static_cast<std::size_t>(MemoryCategory::optimizer_states)] = kOptimizerStateBytesPerParameter * shard;
-
-  gather_of_module_.assign(partition_.modules.size(), std::nullopt);
-  const bool gathers = distributed(dense_states) || distributed(expert_states);
-  gather_at_start_ = gathers && config_.plan.overlap.parameter_broadcast;
-  if (gather_at_start_) emit_parameter_gathers({});
-
-  // A chunk's last backward is its last micro-batch's.
-  const int last_micro_batch = static_cast<int>(partition_.micro_batches - 1);
-  for (const PipelinePass& pass : passes_) {
-    if (pass.forward()) {
-      forward(pass);
-    } else {
-      backward(pass, pass.micro_batch == last_micro_batch);
-    }
-  }
-  for (const ModuleBucket& bucket : deferred_) reduce_bucket(bucket, after_results());
-  // Megatron-LM's finalize_model_grads, once the data-parallel reductions are
-  // done: the gradients of the tensors each GPU holds whole and ran on its
-  // part of the sequence, summed over the tensor-parallel group in one call.
-  double sequence_parallel_parameters = 0;
-  for (const auto& chunk : partition_.chunks[static_cast<std::size_t>(stage_)]) {
-    for (std::size_t m : chunk) sequence_parallel_parameters += partition_.modules[m].sequence_parallel_parameters;
-  }
-  if (sequence_parallel_parameters > 0 && comms_.tensor) {
-    std::vector<OpIndex> deps = reductions_;
-    const std::vector<OpIndex> results = after_results();
-    deps.insert(deps.end(), results.begin(), results.end());
-    reductions_.push_back(collective("grad.sequence_parallel.all_reduce", CollectiveOp::all_reduce, *comms_.tensor,
-                                     partition_.gradient_bytes_per_value * sequence_parallel_parameters, tensor_stream,
-                                     std::move(deps)));
-  }
-  if (comms_.pipeline.embedding && (stage_ == 0 || stage_ == mp_.pipeline - 1)) {
-    reductions_.push_back(collective("grad.tied_embedding.all_reduce", CollectiveOp::all_reduce, *comms_.pipeline.embedding,
-                                     partition_.gradient_bytes_per_value * partition_.tied_embedding_parameters,
-                                     reduce_stream, after_last_compute()));
-  }
-  std::vector<OpIndex> before_optimizer = reductions_;
-  before_optimizer.insert(before_optimizer.end(), blocking_.begin(), blocking_.end());
-  blocking_.clear();
-  const OpIndex optimizer =
-      kernel(optimizer_step({.shard_parameters = shard,
-                             .gradient_bytes_per_value = partition_.gradient_bytes_per_value,
-                             .weight_bytes_per_value = e,
-                             .loss_scaling = config_.training.fp16,
-                             .zeroed_gradient_bytes = partition_.gradient_bytes_per_value * psi}),  // zero_grad_buffer
-             "", std::move(before_optimizer));
-  if (gathers && !gather_at_start_) emit_parameter_gathers({optimizer});
+  return steps;
 }
 
 }  // namespace
@@ -389,6 +133,11 @@ ModelParallelPartition partition_model(const StepConfig& config) {
                             "mod N 0 or at least p");
     }
   }
+  if (config.plan.experts.overlap_expert_parallel_comm && config.training.recompute == Recompute::full) {
+    throw_input_error(config.training_file, "recompute",
+                      "full recompute cannot run with the plan's experts.overlap_expert_parallel_comm (Megatron-Core "
+                      "asserts it): use none or selective");
+  }
   partition.modules = transformer_modules(model, config.training, mp, config.plan.experts);
   // Megatron-LM keeps bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32
   // is forced on for bf16); fp16 gradients stay fp16. ZeRO keeps them in the
@@ -437,8 +186,7 @@ ModelParallelPartition partition_model(const StepConfig& config) {
 std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
   const ModelParallelism& mp = config.plan.model_parallel;
   const ModelParallelPartition partition = partition_model(config);
-  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches),
-                                          mp.microbatch_group());
+  const auto schedule = stage_steps(config, partition);
   std::vector<MemoryBreakdown> stages(static_cast<std::size_t>(mp.pipeline));
   for (int stage = 0; stage < mp.pipeline; ++stage) {
     const auto& chunks = partition.chunks[static_cast<std::size_t>(stage)];
@@ -450,10 +198,12 @@ std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
         working = std::max(working, partition.modules[m].recompute_working_bytes);
       }
     }
+    // A combined step holds both passes' activations at once.
     double live = 0, peak = 0;
-    for (const PipelinePass& pass : schedule[static_cast<std::size_t>(stage)]) {
-      live += (pass.forward() ? 1 : -1) * chunk_bytes[static_cast<std::size_t>(pass.chunk)];
+    for (const CombinedStep& step : schedule[static_cast<std::size_t>(stage)]) {
+      if (step.forward) live += chunk_bytes[static_cast<std::size_t>(step.forward->chunk)];
       peak = std::max(peak, live);
+      if (step.backward) live -= chunk_bytes[static_cast<std::size_t>(step.backward->chunk)];
     }
     const double psi = partition.stage_parameters[static_cast<std::size_t>(stage)];
     const double psi_experts = partition.stage_expert_parameters[static_cast<std::size_t>(stage)];
@@ -480,7 +230,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.streams = {"compute",           "tensor_parallel", "activation_send", "activation_receive",
                      "gradient_send",     "gradient_receive", "gradient_reduce", "parameter_gather"};
   if (c > 1) program.streams.push_back("context_parallel");  // context_stream
-  Communicators comms;
+  MegatronCommunicators comms;
   const auto add = [&](Communicator communicator) {
     program.communicators.push_back(std::move(communicator));
     return static_cast<int>(program.communicators.size() - 1);
@@ -523,13 +273,11 @@ Program compile_model_parallel_step(const StepConfig& config) {
   }
   comms.pipeline = add_pipeline_communicators(program, layout, mp.virtual_stages, partition.tied_embedding_parameters > 0);
 
-  const auto schedule = pipeline_schedule(mp.pipeline, mp.virtual_stages, static_cast<int>(partition.micro_batches),
-                                          mp.microbatch_group());
+  const auto schedule = stage_steps(config, partition);
   program.programs.resize(static_cast<std::size_t>(mp.pipeline));
   for (int stage = 0; stage < mp.pipeline; ++stage) {
-    StageBuilder(config, partition, comms, stage, schedule[static_cast<std::size_t>(stage)],
-                 program.programs[static_cast<std::size_t>(stage)])
-        .build();
+    build_megatron_stage(config, partition, comms, stage, schedule[static_cast<std::size_t>(stage)],
+                         program.programs[static_cast<std::size_t>(stage)]);
   }
   program.program_of_rank = stage_of_rank(layout);
 
@@ -550,6 +298,10 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["distributed_optimizer"] = partition.factors.optimizer > 1;
   if (partition.experts_apart) program.description["experts"] = expert_description(config.plan, partition.expert_factors);
   if (comms.shared_expert_stream >= 0) program.description["shared_expert_overlap"] = true;
+  if (config.plan.experts.overlap_expert_parallel_comm) {
+    program.description["overlap_expert_parallel_comm"] = true;
+    program.description["delay_wgrad_compute"] = config.plan.experts.delay_wgrad_compute;
+  }
   return program;
 }
 

@@ -150,10 +150,11 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
     experts.backward.push_back(elementwise("unpermute.backward", x, T * h + copies * h));
     call(experts.backward, "combine.backward", CollectiveOp::all_to_all, routed_bytes);
     experts.backward.push_back(waiting_for_call(down_dgrad, after_exchange));
-    experts.backward.insert(experts.backward.end(), {down_wgrad, activate_backward, first_dgrad});
+    // The grouped GEMMs' weight gradients come with their input gradients
+    // (TE's GroupedLinear backward), before the all-to-all that autograd runs
+    // next; only --delay-wgrad-compute moves them (combined_1f1b.h).
+    experts.backward.insert(experts.backward.end(), {down_wgrad, activate_backward, first_dgrad, first_wgrad});
     call(experts.backward, "dispatch.backward", CollectiveOp::all_to_all, routed_bytes);
-    // The weight gradient runs while the input gradients travel back.
-    experts.backward.push_back(first_wgrad);
     const KernelSpec permute_backward =
         waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange);
     experts.backward.push_back(overlapped ? joining_side_stream(permute_backward) : permute_backward);
@@ -176,12 +177,10 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   call(experts.backward, "combine.backward", CollectiveOp::all_gather, gathered_bytes);
   experts.backward.push_back(
       waiting_for_call(elementwise("unpermute.backward", x, gathered + copies * h), after_exchange));
-  experts.backward.insert(experts.backward.end(), {down_dgrad, down_wgrad, activate_backward, first_dgrad,
+  experts.backward.insert(experts.backward.end(), {down_dgrad, down_wgrad, activate_backward, first_dgrad, first_wgrad,
                                                    elementwise("permute.backward", x, copies * h + gathered)});
-  // The weight gradient runs while the input gradients are reduced; the
-  // next module's first kernel waits for them.
+  // The next module's first kernel waits for the reduced input gradients.
   call(experts.backward, "dispatch.backward", CollectiveOp::reduce_scatter, gathered_bytes);
-  experts.backward.push_back(first_wgrad);
 }
 
 }  // namespace shardsim::workloads

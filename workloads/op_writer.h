@@ -24,6 +24,16 @@ namespace shardsim::workloads {
 // An op's place in its rank program's list.
 using OpIndex = std::uint32_t;
 
+// The entries of a kernel list that OpWriter::run_range writes: [begin,
+// end), all of them or one half of a backward (KernelSpec::weight_gradient),
+// the kernels on the compute stream or on `kernel_stream`.
+struct ListRange {
+  enum class Half : std::uint8_t { all, input_gradient, weight_gradient };
+  std::size_t begin = 0, end = 0;
+  Half half = Half::all;
+  int kernel_stream = -1;  // -1: the compute stream
+};
+
 class OpWriter {
  protected:
   OpWriter(RankProgram& program, int compute_stream) : program_(program), compute_stream_(compute_stream) {}
@@ -59,13 +69,17 @@ class OpWriter {
     }
     return compute_kernel(spec, prefix, std::move(deps));
   }
-  // `spec` on the compute stream, its side-stream marks left to run().
-  OpIndex compute_kernel(const KernelSpec& spec, std::string_view prefix, std::vector<OpIndex> deps) {
+  // `spec` on the compute stream (or on `stream`), its side-stream marks left
+  // to run(). Off the compute stream it also waits for the kernel before it,
+  // which stream order no longer implies, and so does the kernel after it.
+  OpIndex compute_kernel(const KernelSpec& spec, std::string_view prefix, std::vector<OpIndex> deps, int stream = -1) {
+    if (stream < 0) stream = compute_stream_;
+    if (last_compute_ && program_.ops[*last_compute_].stream != stream) deps.push_back(*last_compute_);
     deps.insert(deps.end(), blocking_.begin(), blocking_.end());
     blocking_.clear();
     name_.assign(prefix).append(spec.name);
-    last_compute_ = add(kernel_op(spec, compute_stream_), name_, deps);
-    last_on_compute_stream_ = last_compute_;
+    last_compute_ = add(kernel_op(spec, stream), name_, deps);
+    if (stream == compute_stream_) last_on_compute_stream_ = last_compute_;
     return *last_compute_;
   }
   // Where a call of a kernel list runs.
@@ -83,10 +97,45 @@ class OpWriter {
   // to the kernel that joins them; kernels name only the calls off the chain.
   template <typename Route>
   void run(const std::vector<KernelSpec>& list, std::string_view prefix, std::vector<OpIndex>& deps, Route route) {
-    std::vector<OpIndex> calls;
+    ListCalls calls(list);
+    run_range(list, {0, list.size()}, prefix, deps, route, calls);
+  }
+
+  // The calls of one kernel list written so far, by their place in it, and
+  // which of them a kernel of the list waits for: what lets a list be written
+  // in several ranges, other ops between them.
+  struct ListCalls {
+    explicit ListCalls(const std::vector<KernelSpec>& list) : at(list.size()), waited(list.size(), false) {
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const KernelSpec& spec = list[i];
+        if (!spec.call && !spec.on_side_stream && spec.waits_for_call > 0) {
+          waited[call_before(list, i, spec.waits_for_call)] = true;
+        }
+      }
+    }
+    // The place of the k-th latest call listed before entry i, side-stream
+    // calls left out.
+    static std::size_t call_before(const std::vector<KernelSpec>& list, std::size_t i, int k) {
+      while (i-- > 0) {
+        if (list[i].call && !list[i].on_side_stream && --k == 0) return i;
+      }
+      throw std::logic_error("OpWriter: " + list.front().name + "...: a kernel waits for a call its list lacks");
+    }
+    std::vector<std::optional<OpIndex>> at;
     std::vector<bool> waited;
+  };
+
+  // Entries [range.begin, range.end) of `list`, as run() writes a whole one;
+  // once the range reaching the list's end is written, the list's calls that
+  // none of its kernels waits for hold up the next kernel. A side-stream
+  // chain starts and ends inside one range.
+  template <typename Route>
+  void run_range(const std::vector<KernelSpec>& list, const ListRange& range, std::string_view prefix,
+                 std::vector<OpIndex>& deps, Route route, ListCalls& calls) {
+    using Half = ListRange::Half;
     std::optional<OpIndex> side;  // the side chain's latest entry, until a kernel joins it
-    for (const KernelSpec& spec : list) {
+    for (std::size_t i = range.begin; i < range.end; ++i) {
+      const KernelSpec& spec = list[i];
       if (spec.on_side_stream) {
         if (side_stream_ < 0) throw std::logic_error("OpWriter: " + spec.name + " needs a side compute stream");
         std::vector<OpIndex> after = side ? std::vector<OpIndex>{*side} : after_last_compute();
@@ -104,29 +153,48 @@ class OpWriter {
         continue;
       }
       if (spec.call) {
+        // Calls belong to the input-gradient half: a weight-gradient pass finds them written.
+        if (range.half == Half::weight_gradient) continue;
         const CallRoute to = route(spec.call->group);
         name_.assign(prefix).append(spec.name);
-        calls.push_back(collective(name_, spec.call->op, to.communicator, spec.call->bytes, to.stream,
-                                   after_last_compute()));
-        waited.push_back(false);
+        calls.at[i] = collective(name_, spec.call->op, to.communicator, spec.call->bytes, to.stream,
+                                 after_last_compute());
+        continue;
+      }
+      if ((range.half == Half::input_gradient && spec.weight_gradient) ||
+          (range.half == Half::weight_gradient && !spec.weight_gradient)) {
         continue;
       }
       std::vector<OpIndex> kernel_deps = std::exchange(deps, {});
       if (spec.waits_for_call > 0) {
-        const std::size_t which = calls.size() - static_cast<std::size_t>(spec.waits_for_call);
-        kernel_deps.push_back(calls[which]);
-        waited[which] = true;
+        const std::optional<OpIndex> call = calls.at[ListCalls::call_before(list, i, spec.waits_for_call)];
+        if (!call) throw std::logic_error("OpWriter: " + spec.name + " waits for a call not written yet");
+        kernel_deps.push_back(*call);
       }
       if (spec.joins_side_stream) {
         if (!side) throw std::logic_error("OpWriter: " + spec.name + " joins a side stream that runs nothing");
         kernel_deps.push_back(*std::exchange(side, std::nullopt));
       }
-      compute_kernel(spec, prefix, std::move(kernel_deps));
+      compute_kernel(spec, prefix, std::move(kernel_deps), range.kernel_stream);
     }
     if (side) throw std::logic_error("OpWriter: a side-stream chain of " + std::string(prefix) + " is never joined");
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      if (!waited[i]) blocking_.push_back(calls[i]);
+    if (range.end < list.size() || range.half == Half::weight_gradient) return;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (calls.at[i] && !calls.waited[i]) blocking_.push_back(*calls.at[i]);
     }
+  }
+
+  // What a pass's kernels and calls follow, kept apart for each of two
+  // passes written interleaved (Megatron-Core's combined 1F1B): its last
+  // kernel, and the calls its next kernel waits for.
+  struct PassState {
+    std::optional<OpIndex> last_compute;
+    std::vector<OpIndex> blocking;
+  };
+  // Makes `state` the one the writer continues, keeping the one it had in `state`.
+  void swap_pass_state(PassState& state) {
+    std::swap(last_compute_, state.last_compute);
+    std::swap(blocking_, state.blocking);
   }
 
   std::vector<OpIndex> after_last_compute() const {

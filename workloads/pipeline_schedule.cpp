@@ -43,7 +43,12 @@ std::vector<PipelinePass> forward_order(int chunks, int micro_batches, int group
 
 }  // namespace
 
-std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches, int group) {
+namespace {
+
+// Megatron-Core's 1F1B order, each steady-state forward and the backward
+// after it one step; `combined`: one forward more in the warm-up.
+std::vector<std::vector<CombinedStep>> one_forward_one_backward(int stages, int chunks, int micro_batches, int group,
+                                                                bool combined) {
   if (stages < 1 || chunks < 1 || micro_batches < 1 || group < 0) {
     throw std::invalid_argument("pipeline_schedule: stages, chunks and micro-batches must be positive");
   }
@@ -67,22 +72,41 @@ std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks,
     pass.chunk = chunks - 1 - pass.chunk;
   }
   const int total = micro_batches * chunks;
-  std::vector<std::vector<PipelinePass>> order(static_cast<std::size_t>(stages));
+  std::vector<std::vector<CombinedStep>> order(static_cast<std::size_t>(stages));
   for (int stage = 0; stage < stages; ++stage) {
     // Megatron-Core's get_pp_rank_microbatches.
-    const int warmup = chunks == 1 ? std::min(stages - stage - 1, micro_batches)
-                                   : std::min(total, (stages - stage - 1) * 2 + (chunks - 1) * group);
-    std::vector<PipelinePass>& passes = order[static_cast<std::size_t>(stage)];
-    passes.reserve(static_cast<std::size_t>(2 * total));
+    const int warmup = std::min(total, (combined ? 1 : 0) + (chunks == 1 ? std::min(stages - stage - 1, micro_batches)
+                                                                        : (stages - stage - 1) * 2 + (chunks - 1) * group));
+    std::vector<CombinedStep>& steps = order[static_cast<std::size_t>(stage)];
+    steps.reserve(static_cast<std::size_t>(2 * total));
     std::size_t forward = 0, backward = 0;
-    for (; forward < static_cast<std::size_t>(warmup); ++forward) passes.push_back(forwards[forward]);
-    while (forward < forwards.size()) {
-      passes.push_back(forwards[forward++]);
-      passes.push_back(backwards[backward++]);
-    }
-    while (backward < backwards.size()) passes.push_back(backwards[backward++]);
+    for (; forward < static_cast<std::size_t>(warmup); ++forward) steps.push_back({forwards[forward], std::nullopt});
+    while (forward < forwards.size()) steps.push_back({forwards[forward++], backwards[backward++]});
+    while (backward < backwards.size()) steps.push_back({std::nullopt, backwards[backward++]});
   }
   return order;
+}
+
+}  // namespace
+
+std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches, int group) {
+  const auto steps = one_forward_one_backward(stages, chunks, micro_batches, group, false);
+  std::vector<std::vector<PipelinePass>> order(steps.size());
+  for (std::size_t stage = 0; stage < steps.size(); ++stage) {
+    order[stage].reserve(2 * steps[stage].size());
+    for (const CombinedStep& step : steps[stage]) {
+      if (step.forward) order[stage].push_back(*step.forward);
+      if (step.backward) order[stage].push_back(*step.backward);
+    }
+  }
+  return order;
+}
+
+std::vector<std::vector<CombinedStep>> combined_1f1b_schedule(int stages, int chunks, int micro_batches, int group) {
+  if (stages > 1 && chunks == 1) {
+    throw std::invalid_argument("combined_1f1b_schedule: with pipeline stages it needs the interleaved schedule");
+  }
+  return one_forward_one_backward(stages, chunks, micro_batches, group, true);
 }
 
 std::vector<std::vector<PipelinePass>> unit_schedule(int stages, int chunks, int micro_batches, int unit,

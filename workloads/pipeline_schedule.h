@@ -54,6 +54,7 @@
 // hold fewer activations and leave bubbles.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,24 @@ struct PassSeconds {
 // stages). std::invalid_argument for a non-positive count, or for chunks > 1
 // with a group microbatch_group_problem refuses.
 std::vector<std::vector<PipelinePass>> pipeline_schedule(int stages, int chunks, int micro_batches, int group = 0);
+
+// One step of Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-
+// comm; combined_1f1b.py): a forward, a backward, or the forward of one
+// micro-batch and the backward of another written as one pass, layer by
+// layer, so that each one's all-to-alls hide behind the other's compute
+// (combined_1f1b.h).
+struct CombinedStep {
+  std::optional<PipelinePass> forward, backward;
+};
+
+// The 1F1B order with one forward more in the warm-up, which Megatron-Core
+// adds so that a merged pair never holds both passes of one micro-batch;
+// each forward of the steady state is merged with the backward after it.
+// Without pipelining (one stage) that is the first forward alone, then
+// forward i + 1 with backward i, then the last backward alone. With stages
+// it needs interleaving (chunks > 1), as Megatron-Core asserts;
+// std::invalid_argument otherwise, or for what pipeline_schedule refuses.
+std::vector<std::vector<CombinedStep>> combined_1f1b_schedule(int stages, int chunks, int micro_batches, int group = 0);
 
 // Why micro-batches cannot go through an interleaved schedule in groups of
 // `group` (outside [stages, micro_batches], or a last group smaller than the

@@ -215,6 +215,10 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
                                     : TokenDispatcher::all_to_all;
     }
     if (experts.has("shared_expert_overlap")) plan.experts.shared_expert_overlap = experts.boolean("shared_expert_overlap");
+    if (experts.has("overlap_expert_parallel_comm")) {
+      plan.experts.overlap_expert_parallel_comm = experts.boolean("overlap_expert_parallel_comm");
+    }
+    if (experts.has("delay_wgrad_compute")) plan.experts.delay_wgrad_compute = experts.boolean("delay_wgrad_compute");
     experts.finish();
   }
   check_parallelism_system(plan, file);
@@ -316,6 +320,25 @@ void check_parallelism_system(const Plan& plan, const std::string& file) {
   if (plan.experts.shared_expert_overlap && plan.experts.dispatcher != TokenDispatcher::all_to_all) {
     throw_input_error(file, "experts.shared_expert_overlap",
                       "works with the all_to_all dispatcher only (Megatron-Core refuses it with the allgather one)");
+  }
+  if (plan.experts.delay_wgrad_compute && !plan.experts.overlap_expert_parallel_comm) {
+    throw_input_error(file, "experts.delay_wgrad_compute",
+                      "delays weight gradients for the combined 1F1B: needs experts.overlap_expert_parallel_comm "
+                      "(Megatron-Core asserts it)");
+  }
+  if (!plan.experts.overlap_expert_parallel_comm) return;
+  // Megatron-Core's TransformerConfig asserts each of these.
+  const auto refuse = [&](const std::string& why) {
+    throw_input_error(file, "experts.overlap_expert_parallel_comm", why);
+  };
+  if (plan.system != ShardingSystem::megatron) {
+    refuse("is Megatron-Core's --overlap-moe-expert-parallel-comm (system megatron)");
+  }
+  if (plan.experts.parallel < 2) refuse("overlaps the expert-parallel all-to-alls: needs experts.parallel > 1");
+  if (plan.experts.dispatcher != TokenDispatcher::all_to_all) refuse("works with the all_to_all dispatcher only");
+  if (plan.experts.shared_expert_overlap) refuse("cannot run with experts.shared_expert_overlap");
+  if (plan.model_parallel.pipeline > 1 && plan.model_parallel.virtual_stages < 2) {
+    refuse("with pipeline stages needs the interleaved schedule (model_parallel.virtual_stages > 1)");
   }
 }
 

@@ -236,6 +236,12 @@ struct ExpertParallelism {
   // Megatron-Core's --moe-shared-expert-overlap: the shared experts run on a
   // stream of their own beside the dispatch (moe_kernels.h).
   bool shared_expert_overlap = false;
+  // Megatron-Core's --overlap-moe-expert-parallel-comm: the forward of one
+  // micro-batch and the backward of another written as one pass, each one's
+  // all-to-alls beside the other's compute (combined_1f1b.h); and
+  // --delay-wgrad-compute, which runs weight gradients apart to hide more.
+  bool overlap_expert_parallel_comm = false;
+  bool delay_wgrad_compute = false;
 };
 
 struct Plan {

@@ -31,7 +31,8 @@
 // c T k / E tokens of every rank, c the plan's capacity factor (1: dropless
 // routing at even load, or DeepSpeed's capacity factor 1). Without expert parallelism (ep = 1) the experts
 // are local and nothing is sent. Backward mirrors it: two all-to-alls of
-// gradients, the second overlapping the experts' weight gradients. Under
+// gradients, the second after the experts' weight gradients, as autograd
+// runs them. Under
 // context parallelism T is this GPU's T / c tokens. Under tensor parallelism
 // (with sequence parallelism, as Megatron-LM requires) the shared experts
 // split like a dense MLP, while the router and the routed experts stay whole

@@ -100,6 +100,11 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   if (d.value("shared_expert_overlap", false)) {
     std::printf("# shared experts beside the token dispatch, on a compute stream of their own\n");
   }
+  if (d.value("overlap_expert_parallel_comm", false)) {
+    std::printf("# combined 1F1B: each forward merged with a backward of another micro-batch, layer by layer, their "
+                "all-to-alls beside each other's compute%s\n",
+                d.value("delay_wgrad_compute", false) ? "; weight gradients delayed" : "");
+  }
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
   if (d.contains("hierarchical_parameter_gather")) {
     std::printf("# MiCS hierarchical parameter gather: a group spanning nodes gathers across nodes, then inside each\n");

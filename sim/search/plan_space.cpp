@@ -315,6 +315,26 @@ std::vector<Plan> with_expert_parallelism(std::vector<Plan> systems, const Searc
   return plans;
 }
 
+// How a Megatron-LM plan with expert parallelism hides its all-to-alls
+// (plan_space.h): the combined 1F1B with delayed weight gradients where
+// Megatron-Core allows it (no pipeline or an interleaved one, no full
+// recompute), else the shared experts, if any, beside the dispatch.
+void with_expert_overlap(Plan& plan, const workloads::ModelSpec& model, workloads::Recompute recompute) {
+  workloads::ExpertParallelism& experts = plan.experts;
+  if (experts.parallel < 2) return;
+  const auto& mp = plan.model_parallel;
+  const bool combined = (mp.pipeline == 1 || mp.virtual_stages > 1) && recompute != workloads::Recompute::full;
+  std::erase_if(plan.sources, [](const std::string& source) { return source.rfind("overlap: ", 0) == 0; });
+  experts.overlap_expert_parallel_comm = experts.delay_wgrad_compute = combined;
+  experts.shared_expert_overlap = !combined && model.moe.shared_experts > 0;
+  if (combined) {
+    plan.sources.push_back("overlap: each forward merged with another micro-batch's backward, weight gradients "
+                           "delayed (--overlap-moe-expert-parallel-comm --delay-wgrad-compute)");
+  } else if (experts.shared_expert_overlap) {
+    plan.sources.push_back("overlap: the shared experts beside the dispatch (--moe-shared-expert-overlap)");
+  }
+}
+
 // Each Megatron-LM layout under each expert parallelism the space and the
 // model allow, in Megatron-Core's order (E+D) with its all-to-all
 // dispatcher, each expert whole (plan_space.h).
@@ -335,10 +355,7 @@ std::vector<Plan> with_megatron_expert_parallelism(std::vector<Plan> layouts, co
                                "(--expert-tensor-parallel-size 1), the all-to-all dispatcher "
                                "(--moe-token-dispatcher-type alltoall, which Megatron recommends with expert "
                                "parallelism)");
-        if (model.moe.shared_experts > 0) {
-          plan.experts.shared_expert_overlap = true;
-          plan.sources.push_back("the shared experts beside the dispatch (--moe-shared-expert-overlap)");
-        }
+        with_expert_overlap(plan, model, workloads::Recompute::none);
       }
       plans.push_back(std::move(plan));
     }
@@ -452,6 +469,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
             if (!consecutive_policy && *placement == *consecutive) continue;
             candidate.index = candidates.size();
             candidate.training.recompute = recompute;
+            if (system.system == ShardingSystem::megatron) with_expert_overlap(candidate.plan, model, recompute);
             candidate.placement = std::move(placement);
             candidates.push_back(candidate);
           }

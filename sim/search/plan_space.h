@@ -49,7 +49,11 @@
 // the experts, when fewer). So are the Megatron-LM layouts: each size that
 // divides the experts and a stage's GPUs, in Megatron-Core's order (E+D)
 // with its all-to-all dispatcher, each expert whole on its GPUs ("+ep8"),
-// and shared experts, where the model has them, beside the dispatch
+// and the all-to-alls hidden as Megatron-Core best can: where it allows the
+// combined 1F1B (no pipeline or an interleaved one, no full recompute),
+// each forward merged with another micro-batch's backward, weight gradients
+// delayed (--overlap-moe-expert-parallel-comm --delay-wgrad-compute); else
+// the shared experts, where the model has them, beside the dispatch
 // (--moe-shared-expert-overlap: the same work on a second stream, filling
 // the GPU while the all-to-alls leave it idle). ZeroPP keeps its experts
 // local.
