@@ -6,6 +6,7 @@
 #include "workloads/pipeline_stage_writer.h"
 #include "workloads/transformer_kernels.h"
 
+#include <algorithm>
 #include <array>
 #include <iterator>
 #include <map>
@@ -256,6 +257,8 @@ void StageBuilder::combined(const CombinedStep& step) {
   last_compute_ = std::max(forward_state.last_compute, backward_state.last_compute);
   blocking_ = std::move(forward_state.blocking);
   blocking_.insert(blocking_.end(), backward_state.blocking.begin(), backward_state.blocking.end());
+  std::sort(blocking_.begin(), blocking_.end());
+  blocking_.erase(std::unique(blocking_.begin(), blocking_.end()), blocking_.end());
 }
 
 void StageBuilder::close_bucket(ModuleBucket& bucket) {
