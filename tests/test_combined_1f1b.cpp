@@ -47,16 +47,12 @@ std::vector<ModuleWork> moe_modules(int layers) {
   return transformer_modules(test::small_moe_model(layers), training, {}, {8});
 }
 
-const std::vector<KernelSpec>& list_of(const ModuleWork& work, KernelListKind kind) {
-  return kind == KernelListKind::forward ? work.forward : kind == KernelListKind::recompute ? work.recompute : work.backward;
-}
-
 // "F layer0.experts permute..residual @a2a": the pass, the module, the
 // entries (or "all" for a whole list, with "dgrad" / "wgrad" for a half),
 // and whether its kernels run on the all-to-all's stream.
 std::string describe(const std::vector<ModuleWork>& modules, const KernelRange& range) {
   const ModuleWork& work = modules[range.module];
-  const auto& list = list_of(work, range.list);
+  const auto& list = kernel_list(work, range.list);
   std::string text = std::string(range.forward_pass ? "F " : "B ") + work.name + " ";
   if (range.list == KernelListKind::recompute) text += "recompute ";
   if (range.entries.begin == 0 && range.entries.end == list.size()) {
@@ -85,7 +81,7 @@ void require_every_entry_once(const std::vector<ModuleWork>& modules, const Comb
   std::map<std::tuple<bool, std::size_t, KernelListKind, std::size_t>, int> seen;
   for (const auto* ranges : {&order.before_sends, &order.after_sends}) {
     for (const KernelRange& range : *ranges) {
-      const auto& list = list_of(modules[range.module], range.list);
+      const auto& list = kernel_list(modules[range.module], range.list);
       REQUIRE(range.entries.end <= list.size());
       for (std::size_t i = range.entries.begin; i < range.entries.end; ++i) {
         const bool weight = list[i].weight_gradient && !list[i].call;
@@ -104,7 +100,7 @@ void require_every_entry_once(const std::vector<ModuleWork>& modules, const Comb
   }
   for (std::size_t m : backward) {
     for (KernelListKind kind : {KernelListKind::recompute, KernelListKind::backward}) {
-      for (std::size_t i = 0; i < list_of(modules[m], kind).size(); ++i) {
+      for (std::size_t i = 0; i < kernel_list(modules[m], kind).size(); ++i) {
         REQUIRE(seen[{false, m, kind, i}] == 1);
         ++expected;
       }

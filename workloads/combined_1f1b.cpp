@@ -60,14 +60,14 @@ class NodeBuilder {
       const std::size_t size = modules_[m].backward.size();
       const bool mlp_node = experts == kNone && m != layer.front();
       if (m != experts) {
-        backward(m, 0, size, mlp_node ? nodes.mlp_backward : nodes.attn_backward, mlp_node ? nodes.mlp_dw : nodes.attn_dw);
+        backward(m, 0, size, mlp_node ? nodes.mlp_backward : nodes.attn_backward, mlp_node ? &nodes.mlp_dw : &nodes.attn_dw);
         continue;
       }
-      backward(m, 0, calls[0] + 1, nodes.combine_backward, nodes.combine_backward);
+      backward(m, 0, calls[0] + 1, nodes.combine_backward, nullptr);
       nodes.combine_backward.back().on_communication_stream = true;
-      backward(m, calls[0] + 1, calls[1], nodes.mlp_backward, nodes.mlp_dw);
-      backward(m, calls[1], calls[1] + 1, nodes.dispatch_backward, nodes.dispatch_backward);
-      backward(m, calls[1] + 1, size, nodes.attn_backward, nodes.attn_dw);
+      backward(m, calls[0] + 1, calls[1], nodes.mlp_backward, &nodes.mlp_dw);
+      backward(m, calls[1], calls[1] + 1, nodes.dispatch_backward, nullptr);
+      backward(m, calls[1] + 1, size, nodes.attn_backward, &nodes.attn_dw);
     }
     return nodes;
   }
@@ -99,22 +99,23 @@ class NodeBuilder {
 
   // Entries [begin, end) of the module's backward (its recompute list first,
   // when the range opens the list) into `node`, or, under delayed weight
-  // gradients, their weight-gradient half into `dw`.
-  void backward(std::size_t module, std::size_t begin, std::size_t end, Ranges& node, Ranges& dw) const {
+  // gradients, their weight-gradient half into `dw` (null: a node with no
+  // dw of its own, dispatch and combine).
+  void backward(std::size_t module, std::size_t begin, std::size_t end, Ranges& node, Ranges* dw) const {
     const ModuleWork& work = modules_[module];
     if (begin == 0 && !work.recompute.empty()) {
       node.push_back({.forward_pass = false, .module = module, .list = KernelListKind::recompute,
                       .entries = {0, work.recompute.size()}});
     }
-    const bool split = delay_ && &node != &dw && std::any_of(work.backward.begin() + static_cast<std::ptrdiff_t>(begin),
+    const bool split = delay_ && dw && std::any_of(work.backward.begin() + static_cast<std::ptrdiff_t>(begin),
                                                              work.backward.begin() + static_cast<std::ptrdiff_t>(end),
                                                              [](const KernelSpec& spec) { return spec.weight_gradient; });
     const KernelRange range{.forward_pass = false, .module = module, .list = KernelListKind::backward,
                             .entries = {begin, end, split ? Half::input_gradient : Half::all}};
     node.push_back(range);
     if (split) {
-      dw.push_back(range);
-      dw.back().entries.half = Half::weight_gradient;
+      dw->push_back(range);
+      dw->back().entries.half = Half::weight_gradient;
     }
   }
 
@@ -149,6 +150,15 @@ ChunkLayers chunk_layers(const std::vector<ModuleWork>& modules, int layers, con
 void append(Ranges& to, const Ranges& ranges) { to.insert(to.end(), ranges.begin(), ranges.end()); }
 
 }  // namespace
+
+const std::vector<KernelSpec>& kernel_list(const ModuleWork& work, KernelListKind kind) {
+  switch (kind) {
+    case KernelListKind::forward: return work.forward;
+    case KernelListKind::recompute: return work.recompute;
+    case KernelListKind::backward: return work.backward;
+  }
+  throw std::logic_error("kernel_list: unknown list");
+}
 
 CombinedOrder combined_1f1b_order(const std::vector<ModuleWork>& modules, int layers,
                                   const std::vector<std::size_t>* forward, const std::vector<std::size_t>* backward,

@@ -55,6 +55,9 @@ struct KernelRange {
   bool finishes_module = false;  // the module's last backward range (its gradients are done)
 };
 
+// The module's list a range's entries index.
+const std::vector<KernelSpec>& kernel_list(const ModuleWork& work, KernelListKind kind);
+
 struct CombinedOrder {
   std::vector<KernelRange> before_sends, after_sends;
 };

@@ -117,6 +117,7 @@ class StageBuilder : PipelineStageWriter {
   std::vector<ModuleBucket> deferred_;  // buckets reduced after the backward
   std::vector<std::optional<OpIndex>> gather_of_module_;
   bool gather_at_start_ = false;
+  std::map<std::pair<int, int>, CombinedOrder> combined_orders_;  // by (forward, backward) chunk, -1: none
 };
 
 StageBuilder::CallRoute StageBuilder::route(CallGroup group) const {
@@ -195,8 +196,14 @@ void StageBuilder::combined(const CombinedStep& step) {
   const auto chunk_of = [this](const std::optional<PipelinePass>& pass) {
     return pass ? &modules_of(pass->chunk) : nullptr;
   };
-  const CombinedOrder order = combined_1f1b_order(partition_.modules, config_.model.layers, chunk_of(step.forward),
-                                                  chunk_of(step.backward), config_.plan.experts.delay_wgrad_compute);
+  // Steps pairing the same chunks write the same order: made once per pair.
+  const auto pair = std::pair(step.forward ? step.forward->chunk : -1, step.backward ? step.backward->chunk : -1);
+  auto [cached, made] = combined_orders_.try_emplace(pair);
+  if (made) {
+    cached->second = combined_1f1b_order(partition_.modules, config_.model.layers, chunk_of(step.forward),
+                                         chunk_of(step.backward), config_.plan.experts.delay_wgrad_compute);
+  }
+  const CombinedOrder& order = cached->second;
   // Each pass continues from where the stage stands, and keeps its own last
   // kernel and pending calls while the two are written interleaved.
   PassState forward_state{last_compute_, blocking_}, backward_state = forward_state;
@@ -217,40 +224,29 @@ void StageBuilder::combined(const CombinedStep& step) {
     if (work.recompute_working_bytes > 0) {
       throw std::logic_error("StageBuilder: full recompute in a combined 1F1B step, which plans refuse");
     }
-    PassState& state = range.forward_pass ? forward_state : backward_state;
     std::vector<OpIndex>& deps = range.forward_pass ? forward_deps : backward_deps;
-    swap_pass_state(state);
-    const std::string module_prefix = prefix(pass) + work.name + ".";
-    if (range.starts_module) {
-      if (gather_at_start_ && pass.micro_batch == 0 && gather_of_module_[range.module]) {
-        deps.push_back(*gather_of_module_[range.module]);
+    as_pass(range.forward_pass ? forward_state : backward_state, [&] {
+      const std::string module_prefix = prefix(pass) + work.name + ".";
+      if (range.starts_module) {
+        if (gather_at_start_ && pass.micro_batch == 0 && gather_of_module_[range.module]) {
+          deps.push_back(*gather_of_module_[range.module]);
+        }
+        memory(module_prefix + "activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
       }
-      memory(module_prefix + "activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
-    }
-    const std::vector<KernelSpec>& list = range.list == KernelListKind::forward     ? work.forward
-                                          : range.list == KernelListKind::recompute ? work.recompute
-                                                                                    : work.backward;
-    ListRange entries = range.entries;
-    if (range.on_communication_stream) entries.kernel_stream = comms_.expert_stream;
-    const auto key = std::tuple(range.forward_pass, range.module, range.list);
-    auto it = calls.try_emplace(key, list).first;
-    run_range(list, entries, range.list == KernelListKind::recompute ? module_prefix + "recompute." : module_prefix,
-              deps, [this](CallGroup group) { return route(group); }, it->second);
-    if (range.finishes_module) module_backward_done(range.module, module_prefix, last_of_chunk, --modules_left == 0);
-    swap_pass_state(state);
+      const std::vector<KernelSpec>& list = kernel_list(work, range.list);
+      ListRange entries = range.entries;
+      if (range.on_communication_stream) entries.kernel_stream = comms_.expert_stream;
+      const auto key = std::tuple(range.forward_pass, range.module, range.list);
+      auto it = calls.try_emplace(key, list).first;
+      run_range(list, entries, range.list == KernelListKind::recompute ? module_prefix + "recompute." : module_prefix,
+                deps, [this](CallGroup group) { return route(group); }, it->second);
+      if (range.finishes_module) module_backward_done(range.module, module_prefix, last_of_chunk, --modules_left == 0);
+    });
   };
   for (const KernelRange& range : order.before_sends) write(range);
   // The pipeline sends, each after its own pass's last kernel and calls.
-  if (step.forward) {
-    swap_pass_state(forward_state);
-    send_activations(*step.forward, after_results());
-    swap_pass_state(forward_state);
-  }
-  if (step.backward) {
-    swap_pass_state(backward_state);
-    send_gradients(*step.backward, after_results());
-    swap_pass_state(backward_state);
-  }
+  if (step.forward) as_pass(forward_state, [&] { send_activations(*step.forward, after_results()); });
+  if (step.backward) as_pass(backward_state, [&] { send_gradients(*step.backward, after_results()); });
   for (const KernelRange& range : order.after_sends) write(range);
   // The stage goes on after whichever pass wrote last, waiting for what
   // either left pending.

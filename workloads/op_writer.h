@@ -191,8 +191,12 @@ class OpWriter {
     std::optional<OpIndex> last_compute;
     std::vector<OpIndex> blocking;
   };
-  // Makes `state` the one the writer continues, keeping the one it had in `state`.
-  void swap_pass_state(PassState& state) {
+  // Runs `write` with `state` as the writer's, then keeps what it left there.
+  template <typename Write>
+  void as_pass(PassState& state, Write write) {
+    std::swap(last_compute_, state.last_compute);
+    std::swap(blocking_, state.blocking);
+    write();
     std::swap(last_compute_, state.last_compute);
     std::swap(blocking_, state.blocking);
   }

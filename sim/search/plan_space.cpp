@@ -324,14 +324,13 @@ void with_expert_overlap(Plan& plan, const workloads::ModelSpec& model, workload
   if (experts.parallel < 2) return;
   const auto& mp = plan.model_parallel;
   const bool combined = (mp.pipeline == 1 || mp.virtual_stages > 1) && recompute != workloads::Recompute::full;
-  std::erase_if(plan.sources, [](const std::string& source) { return source.rfind("overlap: ", 0) == 0; });
   experts.overlap_expert_parallel_comm = experts.delay_wgrad_compute = combined;
   experts.shared_expert_overlap = !combined && model.moe.shared_experts > 0;
   if (combined) {
-    plan.sources.push_back("overlap: each forward merged with another micro-batch's backward, weight gradients "
+    plan.sources.push_back("each forward merged with another micro-batch's backward, weight gradients "
                            "delayed (--overlap-moe-expert-parallel-comm --delay-wgrad-compute)");
   } else if (experts.shared_expert_overlap) {
-    plan.sources.push_back("overlap: the shared experts beside the dispatch (--moe-shared-expert-overlap)");
+    plan.sources.push_back("the shared experts beside the dispatch (--moe-shared-expert-overlap)");
   }
 }
 
@@ -355,7 +354,6 @@ std::vector<Plan> with_megatron_expert_parallelism(std::vector<Plan> layouts, co
                                "(--expert-tensor-parallel-size 1), the all-to-all dispatcher "
                                "(--moe-token-dispatcher-type alltoall, which Megatron recommends with expert "
                                "parallelism)");
-        with_expert_overlap(plan, model, workloads::Recompute::none);
       }
       plans.push_back(std::move(plan));
     }
@@ -458,6 +456,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
         candidate.accumulation = accumulation;
         if (!with_microbatch_group(candidate.plan, accumulation)) continue;
         if (pipeline && !pipeline_splits(step_config(model, candidate, per_node))) continue;
+        const Plan layout = candidate.plan;  // the overlap of experts' all-to-alls depends on the recompute
         for (workloads::Recompute recompute : space.recompute) {
           // Selective recompute redoes the attention core, which flash
           // attention already recomputes: the same step, listed once.
@@ -469,7 +468,10 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
             if (!consecutive_policy && *placement == *consecutive) continue;
             candidate.index = candidates.size();
             candidate.training.recompute = recompute;
-            if (system.system == ShardingSystem::megatron) with_expert_overlap(candidate.plan, model, recompute);
+            if (system.system == ShardingSystem::megatron) {
+              candidate.plan = layout;
+              with_expert_overlap(candidate.plan, model, recompute);
+            }
             candidate.placement = std::move(placement);
             candidates.push_back(candidate);
           }
