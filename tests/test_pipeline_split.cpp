@@ -269,6 +269,4 @@ TEST_CASE("Megatron-LM's uneven-pipeline flags become the plan's split", "[pipel
                Catch::Contains("--decoder-last-pipeline-num-layers (line 1): must be at most the model's 32 layers"));
   REQUIRE_THAT(refusal("--decoder-first-pipeline-num-layers 4"),
                Catch::Contains("args.sh: --pipeline-model-parallel-size: uneven pipeline stages"));
-  REQUIRE_THAT(refusal("--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et|tL"),
-               Catch::Contains("--pipeline-model-parallel-layout (line 1): a layer-by-layer layout is not read"));
 }

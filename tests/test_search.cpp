@@ -571,10 +571,12 @@ TEST_CASE("pipelines whose chunks do not divide the layers count the embedding a
       int total = 0;
       for (int n : split.layers) total += n;
       CHECK(total == layers);
-      // The even split wherever it exists; the accounting only where it does
-      // not, and named by it.
+      // The even split wherever it exists; the accounting or a layout only
+      // where it does not, and named by it.
       const int chunks = mp.pipeline * mp.virtual_stages;
-      CHECK((layers % chunks == 0) == (!mp.account_for_embedding && !mp.account_for_loss));
+      CHECK((layers % chunks == 0) == (!mp.account_for_embedding && !mp.account_for_loss && !mp.layout));
+      CHECK(!(mp.layout && (mp.account_for_embedding || mp.account_for_loss)));
+      CHECK((c.plan.name.find("-layout") != std::string::npos) == mp.layout.has_value());
       CHECK(!(mp.account_for_embedding && !mp.account_for_loss));  // never the embedding alone
       CHECK((c.plan.name.find("-split-emb-loss") != std::string::npos) ==
             (mp.account_for_embedding && mp.account_for_loss));
@@ -623,8 +625,23 @@ TEST_CASE("pipelines whose chunks do not divide the layers count the embedding a
   CHECK(workloads::split_pipeline(seven.at("megatron-t1-p4-split-loss").plan.model_parallel, 7, "m").layers ==
         std::vector<int>{2, 2, 2, 1});
   CHECK(seven.count("megatron-t1-p4-v2-split-loss") == 1);
-  // 5 layers on 4 stages: 5, 6 and 7 slots, none divides.
+  // 5 layers on 4 stages: 5, 6 and 7 slots, none divides; a layout spreads
+  // the 6 slots of the layers and the output layer, one more on each of the
+  // first two stages. On 4 x 2 chunks 6 slots do not go round.
   const auto five = layouts(5);
-  CHECK(std::none_of(five.begin(), five.end(),
-                     [](const auto& named) { return named.second.plan.model_parallel.pipeline == 4; }));
+  REQUIRE(five.count("megatron-t1-p4-layout") == 1);
+  const auto& spread = five.at("megatron-t1-p4-layout").plan.model_parallel;
+  CHECK(spread.layout == "Et*2|t*2|t|L");
+  CHECK(workloads::split_pipeline(spread, 5, "m").layers == std::vector<int>{2, 2, 1, 0});
+  CHECK(five.count("zero-pipeline-p4-layout-u4") == 0);  // ZeroPP's stages hold 2 chunks
+  CHECK(std::none_of(five.begin(), five.end(), [](const auto& named) {
+    const auto& mp = named.second.plan.model_parallel;
+    return mp.pipeline * mp.virtual_stages > 6;
+  }));
+  // DeepSeek-V3's 61 layers: 62 slots, 8 on each of the first 6 of 8 stages.
+  const auto sixty_one = layouts(61);
+  REQUIRE(sixty_one.count("megatron-t1-p8-layout") == 1);
+  const auto& eight = sixty_one.at("megatron-t1-p8-layout").plan.model_parallel;
+  CHECK(eight.layout == "Et*8|(t*8|)*5,t*7|t*6L");
+  CHECK(workloads::split_pipeline(eight, 61, "m").layers == std::vector<int>{8, 8, 8, 8, 8, 8, 7, 6});
 }

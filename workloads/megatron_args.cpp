@@ -35,15 +35,27 @@ bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>
 
 // A shell word as the flags are concerned: quotes and bash array brackets
 // dropped, and a VAR= prefix (VAR="--num-layers 24 ...", ARGS=( ... ) cut off.
-std::string clean_word(std::string word) {
+// Brackets inside quotes are the value's own (a pipeline layout's groups).
+std::string clean_word(const std::string& word) {
+  std::size_t begin = 0;
   const auto equals = word.find('=');
   if (equals != std::string::npos && equals > 0 && word[0] != '-' &&
       std::all_of(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(equals), is_shell_name_char)) {
-    word.erase(0, equals + 1);
+    begin = equals + 1;
   }
-  word.erase(std::remove_if(word.begin(), word.end(), [](char c) { return c == '"' || c == '\'' || c == '(' || c == ')'; }),
-             word.end());
-  return word;
+  std::string clean;
+  char quote = 0;
+  for (std::size_t i = begin; i < word.size(); ++i) {
+    const char c = word[i];
+    if (c == quote) {
+      quote = 0;
+    } else if (quote == 0 && (c == '"' || c == '\'')) {
+      quote = c;
+    } else if (quote != 0 || (c != '(' && c != ')')) {
+      clean += c;
+    }
+  }
+  return clean;
 }
 
 struct Word {
@@ -356,11 +368,6 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
                       "no --flag found: expected Megatron-LM's, e.g. --tensor-model-parallel-size 8 --micro-batch-size 1");
   }
   check_model(flags, model);
-  if (flags.has("pipeline_model_parallel_layout")) {
-    flags.fail("pipeline_model_parallel_layout",
-               "a layer-by-layer layout is not read: give the split as --decoder-first/last-pipeline-num-layers or "
-               "--account-for-embedding/loss-in-pipeline-split");
-  }
   for (const char* field : {"use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"}) {
     if (flags.on(field)) flags.fail(field, "Megatron's FSDP is not read from flags: simulate it with --plan fsdp-full-shard");
   }
@@ -389,6 +396,25 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   job.data_parallel = gpus / mp.gpus_per_replica();
 
   const std::int64_t layers = flags.integer("num_layers").value_or(model.layers);
+  if (const auto layout = flags.text("pipeline_model_parallel_layout")) {
+    for (const char* other : {"num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
+                              "virtual_pipeline_model_parallel_size"}) {
+      if (flags.has(other)) {
+        flags.fail(other, "does not combine with --pipeline-model-parallel-layout, which sets the virtual stages "
+                          "(Megatron asserts it)");
+      }
+    }
+    const PipelineLayout parsed = parse_pipeline_layout(*layout);
+    if (!parsed.ok()) flags.fail("pipeline_model_parallel_layout", parsed.problem);
+    const int stages = static_cast<int>(parsed.stages.size());
+    if (stages % mp.pipeline != 0) {
+      flags.fail("pipeline_model_parallel_layout", "lists " + std::to_string(stages) +
+                                                       " virtual stages, not a multiple of the " +
+                                                       std::to_string(mp.pipeline) + " pipeline stages");
+    }
+    mp.layout = *layout;
+    mp.virtual_stages = stages / mp.pipeline;
+  }
   if (const auto v = flags.integer("virtual_pipeline_model_parallel_size")) mp.virtual_stages = static_cast<int>(*v);
   if (const auto v = flags.integer("num_virtual_stages_per_pipeline_rank")) mp.virtual_stages = static_cast<int>(*v);
   if (const auto per_stage = flags.integer("num_layers_per_virtual_pipeline_stage")) {
@@ -425,7 +451,8 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
         {"first_stage_layers", "decoder_first_pipeline_num_layers"},
         {"last_stage_layers", "decoder_last_pipeline_num_layers"},
         {"account_for_embedding", "account_for_embedding_in_pipeline_split"},
-        {"account_for_loss", "account_for_loss_in_pipeline_split"}};
+        {"account_for_loss", "account_for_loss_in_pipeline_split"},
+        {"layout", "pipeline_model_parallel_layout"}};
     flags.fail(flag_of_option.at(split.option), split.problem);
   }
   if (flags.on("use_tp_pp_dp_mapping")) mp.rank_order = RankOrder::tp_cp_pp_dp;

@@ -59,6 +59,14 @@ class StageBuilder : PipelineStageWriter {
     after.insert(after.end(), blocking_.begin(), blocking_.end());
     return after;
   }
+  // What a pass's pipeline send waits for: its results, and what it
+  // received but no kernel took (a layout's empty virtual stage passes its
+  // input straight on).
+  std::vector<OpIndex> after_pass(const std::vector<OpIndex>& unused) const {
+    std::vector<OpIndex> after = after_results();
+    after.insert(after.end(), unused.begin(), unused.end());
+    return after;
+  }
 
   // Model-parallel calls of a kernel list go over the tensor-, the context-
   // or the expert-parallel group (plans refuse DeepSpeed-Ulysses with
@@ -142,7 +150,7 @@ void StageBuilder::forward(const PipelinePass& pass) {
     memory(name + work.name + ".activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
     run(work.forward, name + work.name + ".", deps);
   }
-  send_activations(pass, after_results());
+  send_activations(pass, after_pass(deps));
 }
 
 void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
@@ -165,7 +173,7 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
     }
     module_backward_done(*it, module_prefix, last_of_chunk, *it == modules.front());
   }
-  send_gradients(pass, after_results());
+  send_gradients(pass, after_pass(deps));
 }
 
 void StageBuilder::module_backward_done(std::size_t module, const std::string& module_prefix, bool last_of_chunk,
@@ -245,8 +253,8 @@ void StageBuilder::combined(const CombinedStep& step) {
   };
   for (const KernelRange& range : order.before_sends) write(range);
   // The pipeline sends, each after its own pass's last kernel and calls.
-  if (step.forward) as_pass(forward_state, [&] { send_activations(*step.forward, after_results()); });
-  if (step.backward) as_pass(backward_state, [&] { send_gradients(*step.backward, after_results()); });
+  if (step.forward) as_pass(forward_state, [&] { send_activations(*step.forward, after_pass(forward_deps)); });
+  if (step.backward) as_pass(backward_state, [&] { send_gradients(*step.backward, after_pass(backward_deps)); });
   for (const KernelRange& range : order.after_sends) write(range);
   // The stage goes on after whichever pass wrote last, waiting for what
   // either left pending.

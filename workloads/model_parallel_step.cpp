@@ -289,6 +289,7 @@ Program compile_model_parallel_step(const StepConfig& config) {
   program.description["pipeline_parallel"] = mp.pipeline;
   program.description["virtual_stages"] = mp.virtual_stages;
   if (uneven_pipeline(mp)) program.description["virtual_stage_layers"] = partition.virtual_stage_layers;
+  if (mp.layout) program.description["pipeline_layout"] = *mp.layout;
   if (mp.microbatch_group_size) program.description["microbatch_group_size"] = *mp.microbatch_group_size;
   if (mp.rank_order == RankOrder::tp_cp_pp_dp) program.description["rank_order"] = "tp-cp-pp-dp";
   program.description["sequence_parallel"] = mp.sequence_parallel;

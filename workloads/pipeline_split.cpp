@@ -2,6 +2,8 @@
 
 #include "topology/json_input.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <utility>
 
@@ -9,7 +11,95 @@ namespace shardsim::workloads {
 
 bool uneven_pipeline(const ModelParallelism& parallel) {
   return parallel.first_stage_layers || parallel.last_stage_layers || parallel.account_for_embedding ||
-         parallel.account_for_loss;
+         parallel.account_for_loss || parallel.layout;
+}
+
+namespace {
+
+// Far above any real layout (a stage per GPU of the largest pipelines, a
+// few hundred layers): a bound that keeps a stray "*99999999" from filling
+// memory.
+constexpr std::size_t kMaxLayoutCharacters = 1 << 20;
+
+// The count of a "*n" starting at `star`, and where it ends; no count when
+// there is no '*' there, `malformed` when the '*' has no number after it.
+struct RepeatCount {
+  std::size_t times = 1, end = 0;
+  bool malformed = false;
+};
+
+RepeatCount repeat_count(const std::string& text, std::size_t star) {
+  if (star >= text.size() || text[star] != '*') return {1, star, false};
+  std::size_t end = star + 1, times = 0;
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])) != 0) {
+    times = std::min(times * 10 + static_cast<std::size_t>(text[end] - '0'), kMaxLayoutCharacters + 1);
+    ++end;
+  }
+  return {times, end, end == star + 1};
+}
+
+// Appends `times` copies of `what`, or says the layout grows too long.
+bool append_repeated(std::string& out, const std::string& what, std::size_t times) {
+  if (!what.empty() && times > (kMaxLayoutCharacters - out.size()) / what.size()) return false;
+  for (std::size_t k = 0; k < times; ++k) out += what;
+  return true;
+}
+
+const std::string kTooLong = "unrolls to more than " + std::to_string(kMaxLayoutCharacters) + " characters";
+
+}  // namespace
+
+// As Megatron-Core's parse_str_to_list: commas dropped, then groups
+// "(...)*n" unrolled, then single characters "x*n", then split at '|'.
+// Groups do not nest there, so they do not here.
+PipelineLayout parse_pipeline_layout(const std::string& text) {
+  PipelineLayout layout;
+  const auto fail = [&](std::string problem) {
+    layout.problem = std::move(problem);
+    return layout;
+  };
+  std::string plain;
+  for (char c : text) {
+    if (c != ',') plain += c;
+  }
+  std::string groups;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    if (plain[i] == ')') return fail("\")\" without a \"(\" before it");
+    if (plain[i] != '(') {
+      groups += plain[i];
+      continue;
+    }
+    const std::size_t close = plain.find_first_of("()", i + 1);
+    if (close == std::string::npos) return fail("\"(\" without a \")\" after it");
+    if (plain[close] == '(') return fail("groups do not nest (Megatron-Core unrolls one level of \"(...)*n\")");
+    const std::string group = plain.substr(i + 1, close - i - 1);
+    const RepeatCount count = repeat_count(plain, close + 1);
+    if (group.empty() || count.end == close + 1 || count.malformed) {
+      return fail("the group \"(" + group + ")\" must hold something and be followed by *n, a number of copies");
+    }
+    if (!append_repeated(groups, group, count.times)) return fail(kTooLong);
+    i = count.end - 1;
+  }
+  std::string unrolled;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i] == '*') return fail("\"*\" must follow a layer or a group, and a number follow it");
+    const RepeatCount count = repeat_count(groups, i + 1);
+    if (count.malformed) return fail("\"*\" after \"" + std::string(1, groups[i]) + "\" must be followed by a number");
+    if (!append_repeated(unrolled, std::string(1, groups[i]), count.times)) return fail(kTooLong);
+    i = count.end - 1;
+  }
+  layout.stages.emplace_back();
+  for (char c : unrolled) {
+    if (c == '|') {
+      layout.stages.emplace_back();
+    } else if (c == 'E' || c == 't' || c == 'L' || c == 'm') {
+      layout.stages.back() += c;
+    } else {
+      return fail("\"" + std::string(1, c) + "\" is not a layer: E (the embedding), t (a transformer layer), L (the "
+                  "output layer and loss), m (a multi-token-prediction layer), | between virtual stages");
+    }
+  }
+  return layout;
 }
 
 namespace {
@@ -83,14 +173,61 @@ PipelineSplit slot_split(const ModelParallelism& mp, int layers, const std::stri
   return split;
 }
 
+// A layout: each virtual stage's transformer layers as it lists them.
+PipelineSplit layout_split(const ModelParallelism& mp, int layers, const std::string& model_name) {
+  const PipelineLayout layout = parse_pipeline_layout(*mp.layout);
+  if (!layout.ok()) return refuse("layout", layout.problem);
+  const std::size_t chunks = static_cast<std::size_t>(mp.pipeline * mp.virtual_stages);
+  if (layout.stages.size() != chunks) {
+    return refuse("layout", "lists " + count(static_cast<int>(layout.stages.size()), "virtual stage") +
+                                ", but pipeline x virtual_stages = " + std::to_string(chunks));
+  }
+  const auto total = [&](char kind) {
+    std::size_t n = 0;
+    for (const std::string& stage : layout.stages) {
+      n += static_cast<std::size_t>(std::count(stage.begin(), stage.end(), kind));
+    }
+    return n;
+  };
+  if (total('E') != 1 || layout.stages.front().empty() || layout.stages.front().front() != 'E') {
+    return refuse("layout", "must name the embedding (E) once, first on virtual stage 0");
+  }
+  if (total('L') != 1 || layout.stages.back().empty() || layout.stages.back().back() != 'L') {
+    return refuse("layout", "must name the output layer and loss (L) once, last on the last virtual stage");
+  }
+  if (const std::size_t mtp = total('m'); mtp > 0) {
+    return refuse("layout", "places " + count(static_cast<int>(mtp), "multi-token-prediction layer") + " (m), but " +
+                                model_name + " has none (shardsim does not model multi-token prediction)");
+  }
+  if (const std::size_t placed = total('t'); placed != static_cast<std::size_t>(layers)) {
+    return refuse("layout", "places " + count(static_cast<int>(placed), "transformer layer") + " (t), but " +
+                                model_name + " has " + std::to_string(layers));
+  }
+  PipelineSplit split;
+  for (const std::string& stage : layout.stages) {
+    split.layers.push_back(static_cast<int>(std::count(stage.begin(), stage.end(), 't')));
+  }
+  return split;
+}
+
 }  // namespace
 
 PipelineSplit split_pipeline(const ModelParallelism& mp, int layers, const std::string& model_name) {
   if (uneven_pipeline(mp) && mp.pipeline < 2) {
-    return refuse("", "uneven pipeline stages (first_stage_layers, last_stage_layers, account_for_embedding, "
-                      "account_for_loss) need at least 2 pipeline stages");
+    return refuse(mp.layout ? "layout" : "", "uneven pipeline stages (first_stage_layers, last_stage_layers, "
+                                             "account_for_embedding, account_for_loss, layout) need at least 2 "
+                                             "pipeline stages");
   }
   const bool counts = mp.first_stage_layers || mp.last_stage_layers;
+  if (mp.layout) {
+    if (counts || mp.account_for_embedding || mp.account_for_loss) {
+      return refuse("layout", "places every layer itself: it does not combine with first_stage_layers, "
+                              "last_stage_layers, account_for_embedding or account_for_loss");
+    }
+    // Megatron-Core builds a virtual stage with nothing in it as one that
+    // passes its input on.
+    return layout_split(mp, layers, model_name);
+  }
   if (counts && (mp.account_for_embedding || mp.account_for_loss)) {
     return refuse(mp.account_for_embedding ? "account_for_embedding" : "account_for_loss",
                   "does not combine with first_stage_layers or last_stage_layers (Megatron-Core asserts it)");

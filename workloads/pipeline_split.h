@@ -19,7 +19,16 @@
 //     first model chunk on the first stage has only the embedding, and the
 //     last model chunk on the last stage has only output projection and loss
 //     calculation".
-// The two kinds do not combine (Megatron-Core asserts it).
+//   layout (--pipeline-model-parallel-layout, Megatron-Core's
+//     PipelineParallelLayerLayout): every virtual stage's contents by hand,
+//     the virtual stages in order, separated by '|': E the embedding, t a
+//     transformer layer, L the output layer and loss, m a multi-token-
+//     prediction layer; "x*n" repeats x, "(...)*n" a group, commas are
+//     cosmetic. A virtual stage may be empty (it passes its input on).
+//     DeepSeek-V3 on 16 x 2 virtual stages, Megatron-Core's documented
+//     example: "Et*3|(tt|)*29,m|L".
+// The first kind and the second do not combine (Megatron-Core asserts it),
+// nor either with a layout.
 #pragma once
 
 #include "workloads/plan.h"
@@ -33,7 +42,7 @@ namespace shardsim::workloads {
 // option without a pipeline, or a virtual stage left with nothing to run (no
 // layer, embedding or output). `option` names the model_parallel field at
 // fault ("first_stage_layers", "last_stage_layers", "account_for_embedding",
-// "account_for_loss"; empty for the pipeline as a whole).
+// "account_for_loss", "layout"; empty for the pipeline as a whole).
 struct PipelineSplit {
   std::vector<int> layers;  // per virtual stage, in virtual-stage order
   std::string option, problem;
@@ -50,5 +59,16 @@ std::vector<int> virtual_stage_layers(const ModelParallelism& parallel, int laye
 
 // True when `parallel` asks for anything but the even split.
 bool uneven_pipeline(const ModelParallelism& parallel);
+
+// A layout unrolled: one string of E, t, L, m per virtual stage, or why it
+// does not read (problem names the character and its place).
+struct PipelineLayout {
+  std::vector<std::string> stages;
+  std::string problem;
+
+  bool ok() const { return problem.empty(); }
+};
+
+PipelineLayout parse_pipeline_layout(const std::string& text);
 
 }  // namespace shardsim::workloads

@@ -2,6 +2,7 @@
 
 #include "topology/json_input.h"
 #include "topology/presets.h"
+#include "workloads/pipeline_split.h"
 
 #include <numeric>
 #include <stdexcept>
@@ -162,6 +163,32 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       mp.last_stage_layers = stage_layers("last_stage_layers");
       if (parallel.has("account_for_embedding")) mp.account_for_embedding = parallel.boolean("account_for_embedding");
       if (parallel.has("account_for_loss")) mp.account_for_loss = parallel.boolean("account_for_loss");
+      if (parallel.has("layout")) {
+        mp.layout = parallel.string("layout");
+        if (mp.pipeline < 2) parallel.fail("layout", "places layers on pipeline stages: needs pipeline of at least 2");
+        const PipelineLayout layout = parse_pipeline_layout(*mp.layout);
+        if (!layout.ok()) parallel.fail("layout", layout.problem);
+        const int stages = static_cast<int>(layout.stages.size());
+        if (stages % mp.pipeline != 0) {
+          parallel.fail("layout", "lists " + std::to_string(stages) + " virtual stages, not a multiple of the " +
+                                      std::to_string(mp.pipeline) + " pipeline stages");
+        }
+        if (parallel.has("virtual_stages") && mp.virtual_stages != stages / mp.pipeline) {
+          parallel.fail("virtual_stages", "is " + std::to_string(mp.virtual_stages) + ", but the layout's " +
+                                              std::to_string(stages) + " virtual stages over " +
+                                              std::to_string(mp.pipeline) + " pipeline stages make " +
+                                              std::to_string(stages / mp.pipeline));
+        }
+        mp.virtual_stages = stages / mp.pipeline;
+        // ZeroPP gathers and reduces each chunk's parameters as a window;
+        // an empty chunk has none.
+        for (int vs = 1; zero_pipeline && vs + 1 < stages; ++vs) {
+          if (layout.stages[static_cast<std::size_t>(vs)].empty()) {
+            parallel.fail("layout", "leaves virtual stage " + std::to_string(vs) +
+                                        " empty, which ZeroPP's chunks cannot be (system \"zero_pipeline\")");
+          }
+        }
+      }
       if (parallel.has("rank_order")) {
         if (zero_pipeline) parallel.fail("rank_order", "is Megatron-LM's (system \"megatron\")");
         mp.rank_order = parallel.choice("rank_order", {"tp-cp-dp-pp", "tp-cp-pp-dp"}) == "tp-cp-dp-pp"

@@ -83,7 +83,14 @@
 // last_stage_layers (--decoder-first/last-pipeline-num-layers) give the
 // first / last stage that many layers; account_for_embedding /
 // account_for_loss (--account-for-embedding/loss-in-pipeline-split) count
-// the embedding / the output layer and loss as one layer of the even split.
+// the embedding / the output layer and loss as one layer of the even split;
+// layout (--pipeline-model-parallel-layout) places every layer by hand, in
+// Megatron-Core's notation, and sets virtual_stages to its virtual stages
+// over pipeline. DeepSeek-V3's 61 layers over 8 stages of 2 chunks, dense
+// layers first, with one layer and the loss on the last virtual stage:
+//
+//   "model_parallel": {"tensor": 2, "pipeline": 8, "layout": "Et*4|(t*4|)*14,tL"}
+//
 // Llama 3 405B's 126 layers over 16 stages of 8 chunks, one layer per chunk
 // and none beside the embedding and the output layer:
 //
@@ -214,6 +221,9 @@ struct ModelParallelism {
   // Uneven pipeline stages (pipeline_split.h); unset / false: L / p layers each.
   std::optional<int> first_stage_layers = std::nullopt, last_stage_layers = std::nullopt;
   bool account_for_embedding = false, account_for_loss = false;
+  // Megatron-Core's --pipeline-model-parallel-layout, as written
+  // (pipeline_split.h); it sets virtual_stages.
+  std::optional<std::string> layout = std::nullopt;
   // Interleaved schedule: micro-batches per group (pipeline_schedule.h's N); unset: the stages.
   std::optional<int> microbatch_group_size = std::nullopt;
   RankOrder rank_order = RankOrder::tp_cp_dp_pp;  // Megatron-LM: model_parallel_step.h's layout

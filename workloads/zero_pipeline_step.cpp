@@ -455,6 +455,7 @@ Program compile_zero_pipeline_step(const StepConfig& config) {
   program.description["pipeline_parallel"] = p;
   program.description["virtual_stages"] = mp.virtual_stages;
   if (uneven_pipeline(mp)) program.description["virtual_stage_layers"] = partition.virtual_stage_layers;
+  if (mp.layout) program.description["pipeline_layout"] = *mp.layout;
   program.description["scheduling_unit"] = mp.scheduling_unit;
   return program;
 }

@@ -29,8 +29,10 @@ void print_stage_layers_line(const nlohmann::json& d) {
   for (std::size_t vs = 0; vs < split.size(); ++vs) per_stage[vs % static_cast<std::size_t>(p)] += split[vs];
   std::string line;
   for (int layers : per_stage) line.append(" ").append(std::to_string(layers));
-  std::printf("# uneven pipeline: layers per stage%s (virtual stage 0: %d, last: %d)\n", line.c_str(), split.front(),
-              split.back());
+  const std::string layout =
+      d.contains("pipeline_layout") ? ", layout " + d.at("pipeline_layout").get<std::string>() : "";
+  std::printf("# uneven pipeline: layers per stage%s (virtual stage 0: %d, last: %d)%s\n", line.c_str(), split.front(),
+              split.back(), layout.c_str());
 }
 
 }  // namespace

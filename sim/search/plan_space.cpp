@@ -133,26 +133,61 @@ std::vector<int> sequence_degrees(const std::vector<int>& sizes, std::vector<int
   return degrees;
 }
 
+// A Megatron-Core layout string for `layers` per virtual stage, the
+// embedding on the first and the output layer on the last; runs of equal
+// middle stages written as groups ("Et*3|(t*3|)*5,t*2L").
+std::string layout_string(const std::vector<int>& layers) {
+  const auto stage = [](int n) {
+    return n == 0 ? std::string() : n == 1 ? std::string("t") : "t*" + std::to_string(n);
+  };
+  std::string text = "E" + stage(layers.front()) + "|";
+  for (std::size_t vs = 1; vs + 1 < layers.size();) {
+    std::size_t run = 1;
+    while (vs + run + 1 < layers.size() && layers[vs + run] == layers[vs]) ++run;
+    text += run == 1 ? stage(layers[vs]) + "|" : "(" + stage(layers[vs]) + "|)*" + std::to_string(run) + ",";
+    vs += run;
+  }
+  return text + stage(layers.back()) + "L";
+}
+
 // How the p v chunks of `parallel` split the layers: evenly where they
 // divide, else with Megatron-Core's accounting of the embedding and the
 // output layer as layers (pipeline_split.h), as Llama 3 405B runs 126 layers
 // on 16 x 8 chunks: both (L + 2 slots), else the output layer alone (L + 1;
 // of the two it is the heavier, an h x vocabulary GEMM and the loss, and the
-// embedding alone would divide the same L + 1 slots). Sets the accounting in
+// embedding alone would divide the same L + 1 slots). Where none divides (61
+// layers, DeepSeek-V3's, divide no count of chunks), a layout
+// (--pipeline-model-parallel-layout) spreads the same L + 1 slots as evenly
+// as they go: one more on each of the first (L + 1) mod (p v) virtual
+// stages, as Megatron-Bridge's DeepSeek-V3 layouts load the first stages
+// fully and the last lightly. Sets the accounting or the layout in
 // `parallel` and returns the plan-name suffix ("" for the even split,
-// "-split-emb-loss", "-split-loss"); nothing when no split divides.
+// "-split-emb-loss", "-split-loss", "-layout"); nothing when the chunks
+// outnumber the slots.
 std::optional<std::string> choose_layer_split(workloads::ModelParallelism& parallel, const workloads::ModelSpec& model) {
+  parallel.layout = std::nullopt;
   for (const auto& [embedding, loss, suffix] : {std::tuple{false, false, ""}, std::tuple{true, true, "-split-emb-loss"},
                                                 std::tuple{false, true, "-split-loss"}}) {
     parallel.account_for_embedding = embedding;
     parallel.account_for_loss = loss;
     if (workloads::split_pipeline(parallel, model.layers, model.name).ok()) return std::string(suffix);
   }
-  return std::nullopt;
+  parallel.account_for_embedding = parallel.account_for_loss = false;
+  const int chunks = parallel.pipeline * parallel.virtual_stages, slots = model.layers + 1;
+  if (slots < chunks) return std::nullopt;
+  std::vector<int> layers(static_cast<std::size_t>(chunks), slots / chunks);
+  for (int vs = 0; vs < slots % chunks; ++vs) ++layers[static_cast<std::size_t>(vs)];
+  --layers.back();  // the output layer's slot
+  parallel.layout = layout_string(layers);
+  if (!workloads::split_pipeline(parallel, model.layers, model.name).ok()) {
+    throw std::logic_error("choose_layer_split: the layout " + *parallel.layout + " does not place " + model.name);
+  }
+  return std::string("-layout");
 }
 
-// The source line of a chosen accounting, empty for the even split.
+// The source line of a chosen accounting or layout, empty for the even split.
 std::string layer_split_source(const workloads::ModelParallelism& parallel) {
+  if (parallel.layout) return ", the layers placed by --pipeline-model-parallel-layout \"" + *parallel.layout + "\"";
   if (!parallel.account_for_loss) return "";
   return parallel.account_for_embedding
              ? ", the embedding and the output layer counted as layers in the split "

@@ -27,7 +27,9 @@
 // or the output layer alone, as Megatron-Core's
 // --account-for-embedding/loss-in-pipeline-split do (the name gains
 // "-split-emb-loss" or "-split-loss"; Llama 3 405B runs its 126 layers on 16
-// x 8 chunks so); micro-batches interleaved in groups of p, or where they
+// x 8 chunks so), or where none divides, as evenly as they go in a layout
+// (--pipeline-model-parallel-layout; "-layout": DeepSeek-V3's 61 layers on 8
+// stages are Et*8|(t*8|)*5,t*7|t*6L); micro-batches interleaved in groups of p, or where they
 // are not a multiple of p in the smallest group Megatron-Core accepts (the
 // name gains "-nN"); sequence parallelism is on whenever t > 1, as Megatron
 // recommends; TP comm overlap as `tp_comm_overlap` lists (by default off,
