@@ -404,16 +404,10 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
                           "(Megatron asserts it)");
       }
     }
-    const PipelineLayout parsed = parse_pipeline_layout(*layout);
+    const PipelineLayoutStages parsed = layout_over_pipeline(*layout, mp.pipeline);
     if (!parsed.ok()) flags.fail("pipeline_model_parallel_layout", parsed.problem);
-    const int stages = static_cast<int>(parsed.stages.size());
-    if (stages % mp.pipeline != 0) {
-      flags.fail("pipeline_model_parallel_layout", "lists " + std::to_string(stages) +
-                                                       " virtual stages, not a multiple of the " +
-                                                       std::to_string(mp.pipeline) + " pipeline stages");
-    }
     mp.layout = *layout;
-    mp.virtual_stages = stages / mp.pipeline;
+    mp.virtual_stages = parsed.virtual_stages;
   }
   if (const auto v = flags.integer("virtual_pipeline_model_parallel_size")) mp.virtual_stages = static_cast<int>(*v);
   if (const auto v = flags.integer("num_virtual_stages_per_pipeline_rank")) mp.virtual_stages = static_cast<int>(*v);

@@ -102,6 +102,17 @@ PipelineLayout parse_pipeline_layout(const std::string& text) {
   return layout;
 }
 
+PipelineLayoutStages layout_over_pipeline(const std::string& text, int pipeline) {
+  PipelineLayoutStages layout{parse_pipeline_layout(text)};
+  const int stages = static_cast<int>(layout.stages.size());
+  if (layout.ok() && stages % pipeline != 0) {
+    layout.problem = "lists " + std::to_string(stages) + " virtual stages, not a multiple of the " +
+                     std::to_string(pipeline) + " pipeline stages";
+  }
+  if (layout.ok()) layout.virtual_stages = stages / pipeline;
+  return layout;
+}
+
 namespace {
 
 PipelineSplit refuse(std::string option, std::string problem) { return {{}, std::move(option), std::move(problem)}; }

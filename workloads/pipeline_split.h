@@ -71,4 +71,13 @@ struct PipelineLayout {
 
 PipelineLayout parse_pipeline_layout(const std::string& text);
 
+// The layout read for `pipeline` stages: its virtual stages per pipeline
+// stage (virtual_stages), or a problem when it does not read or its virtual
+// stages are not a multiple of `pipeline`.
+struct PipelineLayoutStages : PipelineLayout {
+  int virtual_stages = 0;
+};
+
+PipelineLayoutStages layout_over_pipeline(const std::string& text, int pipeline);
+
 }  // namespace shardsim::workloads

@@ -166,24 +166,20 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       if (parallel.has("layout")) {
         mp.layout = parallel.string("layout");
         if (mp.pipeline < 2) parallel.fail("layout", "places layers on pipeline stages: needs pipeline of at least 2");
-        const PipelineLayout layout = parse_pipeline_layout(*mp.layout);
+        const PipelineLayoutStages layout = layout_over_pipeline(*mp.layout, mp.pipeline);
         if (!layout.ok()) parallel.fail("layout", layout.problem);
-        const int stages = static_cast<int>(layout.stages.size());
-        if (stages % mp.pipeline != 0) {
-          parallel.fail("layout", "lists " + std::to_string(stages) + " virtual stages, not a multiple of the " +
-                                      std::to_string(mp.pipeline) + " pipeline stages");
-        }
-        if (parallel.has("virtual_stages") && mp.virtual_stages != stages / mp.pipeline) {
+        const std::size_t stages = layout.stages.size();
+        if (parallel.has("virtual_stages") && mp.virtual_stages != layout.virtual_stages) {
           parallel.fail("virtual_stages", "is " + std::to_string(mp.virtual_stages) + ", but the layout's " +
                                               std::to_string(stages) + " virtual stages over " +
                                               std::to_string(mp.pipeline) + " pipeline stages make " +
-                                              std::to_string(stages / mp.pipeline));
+                                              std::to_string(layout.virtual_stages));
         }
-        mp.virtual_stages = stages / mp.pipeline;
+        mp.virtual_stages = layout.virtual_stages;
         // ZeroPP gathers and reduces each chunk's parameters as a window;
         // an empty chunk has none.
-        for (int vs = 1; zero_pipeline && vs + 1 < stages; ++vs) {
-          if (layout.stages[static_cast<std::size_t>(vs)].empty()) {
+        for (std::size_t vs = 1; zero_pipeline && vs + 1 < stages; ++vs) {
+          if (layout.stages[vs].empty()) {
             parallel.fail("layout", "leaves virtual stage " + std::to_string(vs) +
                                         " empty, which ZeroPP's chunks cannot be (system \"zero_pipeline\")");
           }
