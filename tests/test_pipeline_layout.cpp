@@ -34,7 +34,7 @@ std::string problem(const std::string& text) { return parse_pipeline_layout(text
 ModelParallelism laid_out(int pipeline, const std::string& layout) {
   ModelParallelism mp;
   mp.pipeline = pipeline;
-  mp.virtual_stages = static_cast<int>(parse_pipeline_layout(layout).stages.size()) / pipeline;
+  mp.virtual_stages = pipeline < 2 ? 1 : layout_over_pipeline(layout, pipeline).virtual_stages;
   mp.layout = layout;
   return mp;
 }
@@ -210,6 +210,11 @@ TEST_CASE("plans and Megatron launches carry a layout, which sets the virtual st
   changed["model_parallel"]["layout"] = "Et*3|t[4]L";
   refused(changed, "p.json: model_parallel.layout: \"[\" is not a layer: E (the embedding), t (a transformer layer), "
                    "L (the output layer and loss), m (a multi-token-prediction layer), | between virtual stages");
+  changed["model_parallel"]["layout"] = "Et*16|t*16L";
+  changed["model_parallel"]["pipeline"] = 1;
+  refused(changed, "p.json: model_parallel.layout: places layers on pipeline stages: needs a pipeline of at least 2 "
+                   "stages");
+  changed["model_parallel"]["pipeline"] = 4;
   changed["model_parallel"]["layout"] = 7;
   REQUIRE_THROWS_WITH(parse_plan(changed, "p.json"), Catch::Contains("p.json: model_parallel.layout"));
   nlohmann::json zero = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/zero-pipeline-pp4.json"));
@@ -242,6 +247,9 @@ TEST_CASE("plans and Megatron launches carry a layout, which sets the virtual st
   REQUIRE_THAT(import_refusal("--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 15 "
                               "--pipeline-model-parallel-layout Et*15|t*17L"),
                Catch::Contains("--pipeline-model-parallel-layout (line 1): places every layer itself"));
+  REQUIRE(import_refusal("--pipeline-model-parallel-layout Et*15|t*17L") ==
+          "args.sh: --pipeline-model-parallel-layout (line 1): places layers on pipeline stages: needs a pipeline of "
+          "at least 2 stages");
   REQUIRE(import_refusal("--pipeline-model-parallel-size 4 --pipeline-model-parallel-layout Et*15|t*17L") ==
           "args.sh: --pipeline-model-parallel-layout (line 1): lists 2 virtual stages, not a multiple of the 4 "
           "pipeline stages");

@@ -105,7 +105,9 @@ PipelineLayout parse_pipeline_layout(const std::string& text) {
 PipelineLayoutStages layout_over_pipeline(const std::string& text, int pipeline) {
   PipelineLayoutStages layout{parse_pipeline_layout(text)};
   const int stages = static_cast<int>(layout.stages.size());
-  if (layout.ok() && stages % pipeline != 0) {
+  if (pipeline < 2) {
+    layout.problem = "places layers on pipeline stages: needs a pipeline of at least 2 stages";
+  } else if (layout.ok() && stages % pipeline != 0) {
     layout.problem = "lists " + std::to_string(stages) + " virtual stages, not a multiple of the " +
                      std::to_string(pipeline) + " pipeline stages";
   }

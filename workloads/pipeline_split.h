@@ -61,7 +61,7 @@ std::vector<int> virtual_stage_layers(const ModelParallelism& parallel, int laye
 bool uneven_pipeline(const ModelParallelism& parallel);
 
 // A layout unrolled: one string of E, t, L, m per virtual stage, or why it
-// does not read (problem names the character and its place).
+// does not read (problem names what is wrong).
 struct PipelineLayout {
   std::vector<std::string> stages;
   std::string problem;
@@ -72,8 +72,8 @@ struct PipelineLayout {
 PipelineLayout parse_pipeline_layout(const std::string& text);
 
 // The layout read for `pipeline` stages: its virtual stages per pipeline
-// stage (virtual_stages), or a problem when it does not read or its virtual
-// stages are not a multiple of `pipeline`.
+// stage (virtual_stages), or a problem when it does not read, there is no
+// pipeline, or its virtual stages are not a multiple of `pipeline`.
 struct PipelineLayoutStages : PipelineLayout {
   int virtual_stages = 0;
 };

@@ -165,7 +165,6 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       if (parallel.has("account_for_loss")) mp.account_for_loss = parallel.boolean("account_for_loss");
       if (parallel.has("layout")) {
         mp.layout = parallel.string("layout");
-        if (mp.pipeline < 2) parallel.fail("layout", "places layers on pipeline stages: needs pipeline of at least 2");
         const PipelineLayoutStages layout = layout_over_pipeline(*mp.layout, mp.pipeline);
         if (!layout.ok()) parallel.fail("layout", layout.problem);
         const std::size_t stages = layout.stages.size();
