@@ -34,47 +34,94 @@ double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig&
   return training.bytes_per_value * static_cast<double>(model.hidden) / parallel.sequence_shards();
 }
 
-double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
-                                        const ModelParallelism& parallel, const ExpertParallelism& experts) {
+namespace {
+
+// A layer's bytes per token on one GPU: kept from the forward, and those
+// selective recompute rebuilds, by the module that rebuilds them.
+struct LayerBytes {
+  double kept = 0;
+  RecomputedBytes rebuilt;
+};
+
+LayerBytes layer_bytes(const ModelSpec& model, const TrainingConfig& training, int layer,
+                       const ModelParallelism& parallel, const ExpertParallelism& experts) {
   const double e = training.bytes_per_value;
   const double h = static_cast<double>(model.hidden);
   const double t = parallel.tensor;
+  const double shards = parallel.sequence_shards();
+  const bool moe_layer = model.moe_layer(layer);
+  LayerBytes bytes;
+  // Split along the sequence under sequence parallelism (`shards`), by
+  // heads or width under tensor parallelism (t), or kept whole-sequence
+  // where other tensors are split along it (`whole`); each to `rebuilt` when
+  // the module named rebuilds it.
+  const auto add = [&](double per_token, double ways, double* rebuilt) {
+    (rebuilt != nullptr ? *rebuilt : bytes.kept) += per_token / ways;
+  };
+  const auto rebuilt_by = [&](bool RecomputeModules::*part, double& module) {
+    return training.recomputes(part) ? &module : nullptr;
+  };
+  RecomputedBytes& r = bytes.rebuilt;
+
+  // The norms' inputs, and their outputs, the first GEMMs' inputs.
+  add(2 * e * h, shards, nullptr);
+  add(e * h, shards, model.has_mla ? rebuilt_by(&RecomputeModules::norms, r.attention) : nullptr);
+  add(e * h, shards, moe_layer ? rebuilt_by(&RecomputeModules::norms, r.mlp) : nullptr);
+  if (training.drops_hidden()) add(2 * kDropoutMaskBytesPerValue * h, shards, nullptr);  // the residuals' masks
+
   const AttentionWidths w = attention_widths(model);
-  double split = e * (w.query + w.key + w.value) + e * w.output;  // by heads
+  add(e * (w.query + w.key + w.value), t, rebuilt_by(&RecomputeModules::mla_up_projections, r.attention));
+  add(e * w.output, t, nullptr);
   if (model.has_mla) {
     // The latents' norms keep their inputs and the up-projections theirs:
     // the query latent twice, the key-value latent twice with the rotary key
     // beside its first copy.
     const MlaSpec& m = model.mla;
-    split += e * static_cast<double>(2 * m.q_lora_rank + 2 * m.kv_lora_rank + m.qk_rope_head_dim);
+    add(e * static_cast<double>(2 * m.q_lora_rank + 2 * m.kv_lora_rank + m.qk_rope_head_dim), t, nullptr);
   }
+  // A checkpointed core keeps its inputs (Q, K, V) and nothing of its own;
+  // full recompute runs it without keeping the scores.
+  double* core = rebuilt_by(&RecomputeModules::core_attention, r.attention);
   if (training.flash_attention) {
-    split += 4.0 * model.heads;
-  } else if (training.recompute == Recompute::none) {
+    add(4.0 * model.heads, t, core);  // the rows' log-sum-exps
+  } else if (training.recompute != Recompute::full) {
     // The softmax output; with dropout also its mask and the dropped
     // probabilities the context GEMM read (Korthikanti's 5 a s^2 b).
     const double scores = model.heads * static_cast<double>(training.sequence_length);
-    split += (training.drops_attention() ? 2 * e + kDropoutMaskBytesPerValue : e) * scores;
+    add((training.drops_attention() ? 2 * e + kDropoutMaskBytesPerValue : e) * scores, t, core);
   }
-  double mlp = 0;
-  double gathered = 0;  // kept whole-sequence where other tensors are split along it
-  if (model.moe_layer(layer)) {
+
+  if (moe_layer) {
     const MoeSpec& moe = model.moe;
     const double routed_copies = experts.capacity_factor * moe.experts_per_token;
-    mlp += routed_copies * (ffn_bytes_per_token(model, static_cast<double>(moe.expert_ffn_hidden), e) + 2 * e * h) +
-           moe.shared_experts * ffn_bytes_per_token(model, static_cast<double>(moe.shared_expert_ffn_hidden), e) +
-           e * moe.experts;
+    const double f = static_cast<double>(moe.expert_ffn_hidden);
+    // Each routed copy: its permuted input, the expert's output and the MLP's
+    // tensors, of which the last is the activation's output.
+    add(routed_copies * (ffn_bytes_per_token(model, f, e) - e * f + 2 * e * h), t, nullptr);
+    add(routed_copies * e * f, t, rebuilt_by(&RecomputeModules::moe_activation, r.experts));
+    add(moe.shared_experts * ffn_bytes_per_token(model, static_cast<double>(moe.shared_expert_ffn_hidden), e), t,
+        rebuilt_by(&RecomputeModules::shared_experts, r.mlp));
+    add(e * moe.experts, t, nullptr);  // the router's logits
     // The overlapped shared experts' first linear keeps the input it was
     // given, gathered along the sequence (moe_kernels.h).
-    if (experts.shared_expert_overlap && moe.shared_experts > 0) gathered += e * h;
+    if (experts.shared_expert_overlap && moe.shared_experts > 0) bytes.kept += e * h * (1 - 1 / shards);
   } else {
-    mlp += ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e);
+    add(ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e), t,
+        rebuilt_by(&RecomputeModules::dense_mlp, r.mlp));
   }
-  // The norm and first-GEMM inputs are whole hidden states, and so are the
-  // two hidden-dropout masks of the residual adds.
-  const double masks = training.drops_hidden() ? 2 * kDropoutMaskBytesPerValue * h : 0.0;
-  const double shards = parallel.sequence_shards();
-  return (4 * e * h + masks) / shards + (split + mlp) / t + gathered * (1 - 1 / shards);
+  return bytes;
+}
+
+}  // namespace
+
+double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
+                                        const ModelParallelism& parallel, const ExpertParallelism& experts) {
+  return layer_bytes(model, training, layer, parallel, experts).kept;
+}
+
+RecomputedBytes recomputed_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
+                                           const ModelParallelism& parallel, const ExpertParallelism& experts) {
+  return layer_bytes(model, training, layer, parallel, experts).rebuilt;
 }
 
 double mtp_input_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
@@ -96,7 +143,7 @@ ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingC
   // the heads inside it: 1/u of every per-token activation.
   const double tokens = static_cast<double>(training.tokens_per_micro_batch()) / parallel.ulysses;
   ActivationFootprint footprint;
-  double largest_layer = 0;
+  double largest_layer = 0, largest_rebuilt = 0;
   const bool full_recompute = training.recompute == Recompute::full;
   for (int layer = 0; layer < model.head_layer(); ++layer) {
     // An MTP depth's input, kept beside its layer's (under full recompute
@@ -106,9 +153,12 @@ ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingC
     const double layer_input = tokens * layer_input_bytes_per_token(model, training, parallel);
     const double full = tokens * layer_activation_bytes_per_token(model, training, layer, parallel, experts);
     largest_layer = std::max(largest_layer, full + input);
+    // Selective recompute rebuilds one module's parts at a time.
+    const RecomputedBytes rebuilt = recomputed_bytes_per_token(model, training, layer, parallel, experts);
+    largest_rebuilt = std::max({largest_rebuilt, rebuilt.attention, rebuilt.mlp, rebuilt.experts});
     footprint.layers_bytes += full_recompute ? (mtp ? 2 : 1) * layer_input : full + input;
   }
-  if (training.recompute == Recompute::full) footprint.recompute_working_bytes = largest_layer;
+  footprint.recompute_working_bytes = full_recompute ? largest_layer : tokens * largest_rebuilt;
   footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel);
   return footprint;
 }

@@ -24,8 +24,13 @@
 // without it) keeps one-byte masks: two per layer for the hidden dropouts,
 // and without flash attention one per score plus the dropped probabilities.
 // For GPT-3-style blocks this is Korthikanti's 34 s b h + 5 a s^2 b.
-// Selective recompute drops the softmax term; full recompute keeps only each
-// layer's input (e h) and rebuilds one layer at a time in backward. The loss
+// Selective recompute drops what the modules it rebuilds make (training.h):
+// core_attn the softmax term (and the log-sum-exps), layernorm the outputs
+// of the norms that are kernels of their own (e h each), mla_up_proj Q, K
+// and V, moe_act the activation's output of each routed copy (e f), mlp a
+// dense MLP's tensors, shared_experts the shared experts'. Full recompute
+// keeps only each layer's input (e h) and rebuilds one layer at a time in
+// backward. The loss
 // keeps bf16 logits and their fp32 upcast for the cross-entropy (e + 4) V per
 // token, plus the inputs of the final norm and the LM head.
 //
@@ -45,14 +50,26 @@ namespace shardsim::workloads {
 struct ActivationFootprint {
   double layers_bytes = 0;            // kept by all layers until their backward
   double head_bytes = 0;              // final norm, LM head, logits and loss
-  double recompute_working_bytes = 0; // full recompute: one layer rebuilt in backward
+  double recompute_working_bytes = 0; // one layer (full recompute) or one module's parts (selective) rebuilt
   double total() const { return layers_bytes + head_bytes + recompute_working_bytes; }
 };
 
-// Bytes one layer keeps per token with no recompute, on one GPU of its
-// tensor-parallel group.
+// Bytes one layer keeps per token, on one GPU of its tensor-parallel group:
+// all it makes, less what selective recompute rebuilds; under full recompute
+// what the rebuilt layer holds (no softmax term: it runs the core without
+// keeping it).
 double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
                                         const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+
+// What selective recompute rebuilds of a layer per token, by the module that
+// rebuilds it before its backward (transformer_kernels.h): the attention
+// (core_attn, its layernorm, mla_up_proj), the MLP block (a MoE layer's
+// norm, mlp, shared_experts) and a MoE layer's routed experts (moe_act).
+struct RecomputedBytes {
+  double attention = 0, mlp = 0, experts = 0;
+};
+RecomputedBytes recomputed_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
+                                           const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
 
 // What full recompute keeps of a layer: its input (split along the sequence
 // under sequence parallelism).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -64,9 +65,11 @@ class NodeBuilder {
         backward(m, 0, size, mlp_node ? nodes.mlp_backward : nodes.attn_backward, mlp_node ? &nodes.mlp_dw : &nodes.attn_dw);
         continue;
       }
-      backward(m, 0, calls[0] + 1, nodes.combine_backward, nullptr);
+      // What the experts rerun (their activation, moe_act) goes with the
+      // experts' backward, on the compute stream.
+      backward(m, 0, calls[0] + 1, nodes.combine_backward, nullptr, false);
       nodes.combine_backward.back().on_communication_stream = true;
-      backward(m, calls[0] + 1, calls[1], nodes.mlp_backward, &nodes.mlp_dw);
+      backward(m, calls[0] + 1, calls[1], nodes.mlp_backward, &nodes.mlp_dw, true);
       backward(m, calls[1], calls[1] + 1, nodes.dispatch_backward, nullptr);
       backward(m, calls[1] + 1, size, nodes.attn_backward, &nodes.attn_dw);
     }
@@ -99,12 +102,13 @@ class NodeBuilder {
   }
 
   // Entries [begin, end) of the module's backward (its recompute list first,
-  // when the range opens the list) into `node`, or, under delayed weight
-  // gradients, their weight-gradient half into `dw` (null: a node with no
-  // dw of its own, dispatch and combine).
-  void backward(std::size_t module, std::size_t begin, std::size_t end, Ranges& node, Ranges* dw) const {
+  // when `with_recompute`, by default when the range opens the list) into
+  // `node`, or, under delayed weight gradients, their weight-gradient half
+  // into `dw` (null: a node with no dw of its own, dispatch and combine).
+  void backward(std::size_t module, std::size_t begin, std::size_t end, Ranges& node, Ranges* dw,
+                std::optional<bool> with_recompute = std::nullopt) const {
     const ModuleWork& work = modules_[module];
-    if (begin == 0 && !work.recompute.empty()) {
+    if (with_recompute.value_or(begin == 0) && !work.recompute.empty()) {
       node.push_back({.forward_pass = false, .module = module, .list = KernelListKind::recompute,
                       .entries = {0, work.recompute.size()}});
     }

@@ -29,7 +29,12 @@ const std::set<std::string> kSwitches = {
     "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
     "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline", "moe_pad_expert_input_to_capacity",
-    "moe_grouped_gemm", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute"};
+    "moe_grouped_gemm", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
+    "moe_layer_recompute"};
+
+// Megatron's nargs='*' flags that shardsim reads: every word up to the next
+// flag is theirs, kept space-separated.
+const std::set<std::string> kListFlags = {"recompute_modules"};
 
 bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -351,7 +356,13 @@ MegatronFlags read_megatron_flags(const std::string& text) {
       name.erase(equals);
     }
     std::replace(name.begin(), name.end(), '-', '_');
-    if (!value && kSwitches.count(name) == 0 && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
+    if (!value && kListFlags.count(name) != 0) {
+      value.emplace();
+      while (i + 1 < words.size() && !is_flag(words[i + 1].text)) {
+        if (!value->empty()) *value += ' ';
+        *value += words[++i].text;
+      }
+    } else if (!value && kSwitches.count(name) == 0 && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
       value = words[++i].text;
     }
     flags[name] = MegatronFlag{value, line};
@@ -566,6 +577,36 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
            " layers is simulated as full recompute per layer (each layer's input kept)");
     }
     training.recompute = Recompute::full;
+  }
+  if (flags.on("moe_layer_recompute")) {
+    flags.fail("moe_layer_recompute", "recomputes the whole MoE layer (\"moe\"), which is not modelled");
+  }
+  if (const auto modules = flags.text("recompute_modules")) {
+    if (training.recompute != Recompute::selective) {
+      note("--recompute-modules is read under --recompute-granularity selective only, as Megatron reads it");
+    } else {
+      std::vector<std::string> names;
+      std::istringstream words(*modules);
+      for (std::string name; words >> name;) names.push_back(name);
+      std::string problem;
+      training.recompute_modules = parse_recompute_modules(names, problem);
+      if (!problem.empty()) flags.fail("recompute_modules", problem);
+    }
+  }
+  // What Megatron-Core's TransformerConfig raises.
+  if (training.recomputes(&RecomputeModules::moe_activation) && !flags.on("moe_grouped_gemm")) {
+    flags.fail("recompute_modules", "moe_act is recomputed with --moe-grouped-gemm only (Megatron-Core raises it)");
+  }
+  if (training.recomputes(&RecomputeModules::mla_up_projections) && !model.has_mla) {
+    flags.fail("recompute_modules", "mla_up_proj needs --multi-latent-attention (Megatron-Core raises it)");
+  }
+  if (training.recomputes(&RecomputeModules::shared_experts) && plan.experts.shared_expert_overlap) {
+    flags.fail("recompute_modules", "shared_experts cannot be recomputed with --moe-shared-expert-overlap "
+                                    "(Megatron-Core raises it)");
+  }
+  if (training.recomputes(&RecomputeModules::core_attention) && training.flash_attention) {
+    note("selective recompute reruns the fused attention's forward in backward, which saves no memory "
+         "(Megatron-Core warns so); --recompute-modules without core_attn leaves it out");
   }
 
   // Megatron-Core's TransformerConfig asserts what the combined 1F1B needs.

@@ -157,18 +157,22 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
   const std::string name = prefix(pass);
   const auto& modules = modules_of(pass.chunk);
   std::vector<OpIndex> deps = gathered(receive_gradients(pass), name + "receive_gradients");
-  double working = 0;  // a layer rebuilt under full recompute, until the layer's backward is done
+  // A layer rebuilt under full recompute lives until the layer's backward
+  // is done; what selective recompute rebuilt, until its module's.
+  const bool whole_layers = config_.training.recompute == Recompute::full;
+  double working = 0;
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
     const ModuleWork& work = partition_.modules[*it];
     const std::string module_prefix = name + work.name + ".";
     if (work.recompute_working_bytes > 0) {
-      working = work.recompute_working_bytes;
-      memory(module_prefix + "recompute.alloc", MemoryCategory::activations, working, compute_stream);
+      working += work.recompute_working_bytes;
+      memory(module_prefix + "recompute.alloc", MemoryCategory::activations, work.recompute_working_bytes,
+             compute_stream);
     }
     run(work.recompute, module_prefix + "recompute.", deps);
     run(work.backward, module_prefix, deps);
     const bool layer_done = std::next(it) == modules.rend() || partition_.modules[*std::next(it)].layer != work.layer;
-    if (working > 0 && layer_done) {
+    if (working > 0 && (layer_done || !whole_layers)) {
       memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);
     }
     module_backward_done(*it, module_prefix, last_of_chunk, *it == modules.front());
@@ -229,7 +233,7 @@ void StageBuilder::combined(const CombinedStep& step) {
   const auto write = [&](const KernelRange& range) {
     const PipelinePass& pass = range.forward_pass ? *step.forward : *step.backward;
     const ModuleWork& work = partition_.modules[range.module];
-    if (work.recompute_working_bytes > 0) {
+    if (config_.training.recompute == Recompute::full) {
       throw std::logic_error("StageBuilder: full recompute in a combined 1F1B step, which plans refuse");
     }
     std::vector<OpIndex>& deps = range.forward_pass ? forward_deps : backward_deps;
@@ -246,9 +250,21 @@ void StageBuilder::combined(const CombinedStep& step) {
       if (range.on_communication_stream) entries.kernel_stream = comms_.expert_stream;
       const auto key = std::tuple(range.forward_pass, range.module, range.list);
       auto it = calls.try_emplace(key, list).first;
+      // What selective recompute rebuilds lives until the module's backward is done.
+      const bool rebuilds = range.list == KernelListKind::recompute && work.recompute_working_bytes > 0;
+      if (rebuilds) {
+        memory(module_prefix + "recompute.alloc", MemoryCategory::activations, work.recompute_working_bytes,
+               compute_stream);
+      }
       run_range(list, entries, range.list == KernelListKind::recompute ? module_prefix + "recompute." : module_prefix,
                 deps, [this](CallGroup group) { return route(group); }, it->second);
-      if (range.finishes_module) module_backward_done(range.module, module_prefix, last_of_chunk, --modules_left == 0);
+      if (range.finishes_module) {
+        if (work.recompute_working_bytes > 0) {
+          memory(module_prefix + "recompute.free", MemoryCategory::activations, -work.recompute_working_bytes,
+                 compute_stream);
+        }
+        module_backward_done(range.module, module_prefix, last_of_chunk, --modules_left == 0);
+      }
     });
   };
   for (const KernelRange& range : order.before_sends) write(range);

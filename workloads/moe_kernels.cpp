@@ -60,9 +60,10 @@ std::vector<KernelSpec> overlapped_shared_backward(const ExpertMlp& mlp, double 
 
 }  // namespace
 
-void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
-               const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
-               ModuleWork& experts) {
+MoeForwardParts moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
+                          const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
+                          ModuleWork& experts) {
+  MoeForwardParts parts;
   const MoeSpec& moe = model.moe;
   // This GPU's tokens of the block: the micro-batch's, 1/t of them under
   // sequence parallelism, which the router and the routed experts take
@@ -73,6 +74,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   const std::string& activation = names.activation;
   const double activation_reads = names.activation_reads, activation_backward = names.activation_backward;
 
+  parts.norm = mlp.forward.size();
   mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
   mlp.forward.push_back(gemm("router", x, T, E, h));
   mlp.forward.push_back(elementwise("router.top_k", x, 2 * T * E));  // softmax over the logits, then top-k
@@ -87,9 +89,11 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   const double shared_first_out = names.first_outputs * shared_f;
   if (shared && !overlapped) {
     const double tokens = x.tokens;  // the column-parallel GEMM's, gathered along the sequence
+    parts.shared_begin = mlp.forward.size();
     linear.gathered_gemm(mlp.forward, "shared." + first + ".input", "shared." + first, shared_first_out, h);
     mlp.forward.push_back(elementwise("shared." + activation, x, activation_reads * tokens * shared_f));
     linear.combined_gemm(mlp.forward, "shared.down", shared_f);
+    parts.shared_end = mlp.forward.size();
     linear.row_backward(mlp.backward, "shared.down", shared_f, h);
     mlp.backward.push_back(elementwise("shared." + activation + ".backward", x, activation_backward * tokens * shared_f));
     linear.column_backward(mlp.backward, "shared." + first, h, shared_first_out);
@@ -135,6 +139,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
     experts.forward.push_back(elementwise("permute", x, T * h + copies * h));
     call(experts.forward, "dispatch", CollectiveOp::all_to_all, routed_bytes);
     experts.forward.push_back(waiting_for_call(first_gemm, after_exchange));
+    parts.activation = experts.forward.size();
     experts.forward.insert(experts.forward.end(), {activate, down});
     call(experts.forward, "combine", CollectiveOp::all_to_all, routed_bytes);
     // Each token's k outputs weighted and summed, then the residual (and the
@@ -158,7 +163,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
     const KernelSpec permute_backward =
         waiting_for_call(elementwise("permute.backward", x, copies * h + T * h), after_exchange);
     experts.backward.push_back(overlapped ? joining_side_stream(permute_backward) : permute_backward);
-    return;
+    return parts;
   }
   // Megatron-Core's MoEAllGatherTokenDispatcher: every rank gathers the ep
   // ranks' T tokens and picks the copies its experts take; their outputs are
@@ -168,6 +173,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
   const double gathered = ep * T * h;  // values of the gathered tokens
   call(experts.forward, "dispatch", CollectiveOp::all_gather, gathered_bytes);
   experts.forward.push_back(waiting_for_call(elementwise("permute", x, gathered + copies * h), after_exchange));
+  parts.activation = experts.forward.size() + 1;
   experts.forward.insert(experts.forward.end(),
                          {first_gemm, activate, down, elementwise("unpermute", x, copies * h + gathered)});
   call(experts.forward, "combine", CollectiveOp::reduce_scatter, gathered_bytes);
@@ -181,6 +187,7 @@ void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallel
                                                    elementwise("permute.backward", x, copies * h + gathered)});
   // The next module's first kernel waits for the reduced input gradients.
   call(experts.backward, "dispatch.backward", CollectiveOp::reduce_scatter, gathered_bytes);
+  return parts;
 }
 
 }  // namespace shardsim::workloads

@@ -22,8 +22,15 @@ namespace shardsim::workloads {
 // (transformer_kernels.h's KernelSpec) forked after the router and joined
 // by the residual add, making their own sequence-parallel calls; backward,
 // forked after the residual's gradient and joined by the permutation's.
-void moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
-               const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
-               ModuleWork& experts);
+// Returns where the parts selective recompute reruns lie in the forward
+// lists.
+struct MoeForwardParts {
+  std::size_t norm = 0;                         // mlp.forward: the MLP-block norm
+  std::size_t shared_begin = 0, shared_end = 0;  // mlp.forward: the shared experts (empty when overlapped or none)
+  std::size_t activation = 0;                   // experts.forward: the routed experts' activation
+};
+MoeForwardParts moe_block(const ModelSpec& model, const LayerShapes& x, const ModelParallelism& parallel,
+                          const TensorParallelGemms& linear, const ExpertParallelism& parallelism, ModuleWork& mlp,
+                          ModuleWork& experts);
 
 }  // namespace shardsim::workloads

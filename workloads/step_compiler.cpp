@@ -71,7 +71,7 @@ nlohmann::json step_description(const StepConfig& config, const ShardingFactors&
       {"gradient_accumulation_steps", micro_batches},
       {"tokens_per_step", config.training.global_batch_tokens()},
       {"model_flops_per_step", model_flops_per_step(config.model, config.training)},
-      {"recompute", to_string(config.training.recompute)},
+      {"recompute", recompute_label(config.training)},
       {"flash_attention", config.training.flash_attention},
       {"attention_kernel", to_string(config.training.attention_kernel)},
       {"dtype", config.training.fp16 ? "fp16" : "bf16"},

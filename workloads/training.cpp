@@ -3,6 +3,9 @@
 #include "topology/json_input.h"
 #include "topology/presets.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace shardsim::workloads {
 
 TrainingConfig parse_training_config(const nlohmann::json& document, const std::string& file) {
@@ -30,6 +33,14 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   training.fp8_gemms = reader.boolean("fp8_gemms");
   const std::string recompute = reader.choice("recompute", {"none", "selective", "full"});
   training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
+  if (reader.has("recompute_modules")) {
+    if (training.recompute != Recompute::selective) {
+      reader.fail("recompute_modules", "names what selective recompute rebuilds, but recompute is \"" + recompute + "\"");
+    }
+    std::string problem;
+    training.recompute_modules = parse_recompute_modules(reader.string_list("recompute_modules"), problem);
+    if (!problem.empty()) reader.fail("recompute_modules", problem);
+  }
   training.flash_attention = reader.boolean("flash_attention");
   if (reader.has("attention_kernel")) {
     const std::string name = reader.string("attention_kernel");
@@ -80,6 +91,59 @@ void check_sequence_length(const TrainingConfig& training, const ModelSpec& mode
                         std::to_string(model.max_positions) +
                         ": its learned position embeddings stop there (use a training config with a shorter sequence, "
                         "e.g. seq2048-mbs1-4m-tokens)");
+}
+
+namespace {
+
+struct RecomputeModuleName {
+  const char* name;
+  bool RecomputeModules::*part;
+};
+
+constexpr RecomputeModuleName kRecomputeModules[] = {
+    {"core_attn", &RecomputeModules::core_attention},   {"layernorm", &RecomputeModules::norms},
+    {"mla_up_proj", &RecomputeModules::mla_up_projections}, {"moe_act", &RecomputeModules::moe_activation},
+    {"mlp", &RecomputeModules::dense_mlp},               {"shared_experts", &RecomputeModules::shared_experts}};
+
+}  // namespace
+
+RecomputeModules parse_recompute_modules(const std::vector<std::string>& names, std::string& problem) {
+  RecomputeModules modules;
+  modules.core_attention = false;
+  for (const std::string& name : names) {
+    if (name == "moe") {
+      problem = "\"moe\" (recomputing the whole MoE layer) is not modelled; " + std::string(kRecomputeModuleNames) +
+                " are";
+      return modules;
+    }
+    const auto* known = std::find_if(std::begin(kRecomputeModules), std::end(kRecomputeModules),
+                                     [&](const RecomputeModuleName& m) { return name == m.name; });
+    if (known == std::end(kRecomputeModules)) {
+      problem = "\"" + name + "\" is not a module selective recompute rebuilds; expected " + kRecomputeModuleNames;
+      return modules;
+    }
+    modules.*(known->part) = true;
+  }
+  return modules;
+}
+
+std::string recompute_module_names(const RecomputeModules& modules) {
+  std::string names;
+  for (const RecomputeModuleName& m : kRecomputeModules) {
+    if (!(modules.*(m.part))) continue;
+    if (!names.empty()) names += ' ';
+    names += m.name;
+  }
+  return names;
+}
+
+std::string recompute_label(const TrainingConfig& training) {
+  std::string label = to_string(training.recompute);
+  if (training.recompute == Recompute::selective && !(training.recompute_modules == RecomputeModules{})) {
+    const std::string names = recompute_module_names(training.recompute_modules);
+    label += " (" + (names.empty() ? std::string("no modules") : names) + ")";
+  }
+  return label;
 }
 
 std::string to_string(Recompute recompute) {

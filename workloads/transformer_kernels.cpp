@@ -75,6 +75,24 @@ std::string split_problem(int ways, const char* over, std::initializer_list<Spli
   return "";
 }
 
+// Entries [begin, end) of a forward list, to run again in backward. A
+// kernel there that waits for a call listed before `begin` finds what the
+// call delivered kept from the forward.
+std::vector<KernelSpec> rerun(const std::vector<KernelSpec>& list, std::size_t begin, std::size_t end) {
+  std::vector<KernelSpec> again(list.begin() + static_cast<std::ptrdiff_t>(begin),
+                                list.begin() + static_cast<std::ptrdiff_t>(end));
+  int calls = 0;
+  for (KernelSpec& spec : again) {
+    if (spec.on_side_stream) continue;
+    if (spec.call) {
+      ++calls;
+    } else if (spec.waits_for_call > calls) {
+      spec.waits_for_call = 0;
+    }
+  }
+  return again;
+}
+
 }  // namespace
 
 void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& training,
@@ -135,6 +153,14 @@ std::string sequence_split_problem(std::int64_t sequence_length, const ModelPara
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel, const ExpertParallelism& experts) {
   require_model_parallel_split(model, training, parallel);
+  // Megatron-Core raises both.
+  if (training.recomputes(&RecomputeModules::mla_up_projections) && !model.has_mla) {
+    throw InputError(model.name + ": selective recompute of mla_up_proj needs multi-head latent attention");
+  }
+  if (training.recomputes(&RecomputeModules::shared_experts) && experts.shared_expert_overlap) {
+    throw InputError(model.name + ": selective recompute of shared_experts cannot run with the shared experts "
+                     "overlapped (--moe-shared-expert-overlap)");
+  }
   const int t = parallel.tensor, u = parallel.ulysses, c = parallel.context;
   LayerShapes x{};
   x.batch = static_cast<double>(training.micro_batch_size);
@@ -254,6 +280,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     linear.gather_input(list, name + ".input", k);
     list.push_back(waiting_for_call(gemm(name, x, T, n, k), after_gather));
   };
+  // Returns where the up-projections begin (mla_up_proj reruns from there).
   const auto latent_projections = [&](std::vector<KernelSpec>& forward) {
     if (q_lora > 0) forward.push_back(duplicated("q_down", q_lora, h));
     forward.push_back(duplicated("kv_down", kv_lora + rope, h));
@@ -261,6 +288,9 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     forward.push_back(waiting_for_call(elementwise("kv_norm", x, 2 * local_tokens * kv_lora), after_gather));
     if (q_lora > 0) {
       forward.push_back(elementwise("q_norm", x, 2 * local_tokens * q_lora));
+    }
+    const std::size_t up_begin = forward.size();
+    if (q_lora > 0) {
       up_projection(forward, "q_up", x.query, q_lora);
     } else {
       up_projection(forward, "q_proj", x.query, h);
@@ -268,6 +298,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     up_projection(forward, "kv_up", kv_up, kv_lora);
     forward.push_back(elementwise("rotary", x, 2 * T * (heads_rotary + rope)));
     forward.push_back(elementwise("qk_concat", x, 2 * T * (x.query + x.kv)));
+    return up_begin;
   };
   // The backward of the rotary key's gather is a reduce-scatter, which sums
   // the partial gradients each GPU's heads make of it.
@@ -324,8 +355,10 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     attention.forward.push_back(elementwise("attention_norm", x, 2 * local_tokens * h));
     // Learned positions were added to the embedding; only rotary ones touch Q and K.
     const bool rotary = model.positions == PositionKind::rotary;
+    std::size_t up_begin = 0, up_end = 0;
     if (model.has_mla) {
-      latent_projections(attention.forward);
+      up_begin = latent_projections(attention.forward);
+      up_end = attention.forward.size();
     } else {
       linear.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h);
       if (rotary) attention.forward.push_back(elementwise("rotary", x, 2 * T * (x.query + x.kv)));
@@ -359,20 +392,47 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
 
     // The MLP block: one module, or a MoE layer's two (its routed experts last).
     std::vector<ModuleWork> feed_forward;
-    if (model.moe_layer(layer)) {
+    MoeForwardParts moe_parts;
+    const bool moe = model.moe_layer(layer);
+    if (moe) {
       feed_forward.push_back(module_work());
       feed_forward.push_back(module_work());
-      moe_block(model, x, parallel, linear, experts, feed_forward[0], feed_forward[1]);
+      moe_parts = moe_block(model, x, parallel, linear, experts, feed_forward[0], feed_forward[1]);
     } else {
       feed_forward.push_back(module_work());
       dense_mlp(feed_forward[0]);
     }
     switch (training.recompute) {
       case Recompute::none: attention.activation_bytes = layer_activations; break;
-      case Recompute::selective:
-        attention.activation_bytes = layer_activations;  // activation_memory.h already drops the scores
-        if (!training.flash_attention) attention.recompute = core_forward;
+      case Recompute::selective: {
+        // Each module reruns its parts (training.h) before its backward, in
+        // forward order; what they make lives until that backward has run.
+        attention.activation_bytes = layer_activations;
+        const auto rebuild = [&](ModuleWork& work, bool RecomputeModules::*part, std::size_t begin, std::size_t end) {
+          if (!training.recomputes(part) || begin == end) return;
+          const std::vector<KernelSpec> again = rerun(work.forward, begin, end);
+          work.recompute.insert(work.recompute.end(), again.begin(), again.end());
+        };
+        if (model.has_mla) rebuild(attention, &RecomputeModules::norms, 0, 1);
+        rebuild(attention, &RecomputeModules::mla_up_projections, up_begin, up_end);
+        if (training.recomputes(&RecomputeModules::core_attention)) {
+          attention.recompute.insert(attention.recompute.end(), core_forward.begin(), core_forward.end());
+        }
+        ModuleWork& block = feed_forward.front();
+        if (moe) {
+          rebuild(block, &RecomputeModules::norms, moe_parts.norm, moe_parts.norm + 1);
+          rebuild(block, &RecomputeModules::shared_experts, moe_parts.shared_begin, moe_parts.shared_end);
+          rebuild(feed_forward.back(), &RecomputeModules::moe_activation, moe_parts.activation, moe_parts.activation + 1);
+        } else {
+          // The dense MLP but its norm and residual add.
+          rebuild(block, &RecomputeModules::dense_mlp, 1, block.forward.size() - 1);
+        }
+        const RecomputedBytes rebuilt = recomputed_bytes_per_token(model, training, layer, parallel, experts);
+        attention.recompute_working_bytes = T * rebuilt.attention;
+        block.recompute_working_bytes = T * rebuilt.mlp;
+        if (moe) feed_forward.back().recompute_working_bytes = T * rebuilt.experts;
         break;
+      }
       case Recompute::full: {
         // Only the layer input is kept; the backward rebuilds the whole layer
         // before the backward of its last module, the first of the layer (an

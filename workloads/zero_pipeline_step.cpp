@@ -249,7 +249,8 @@ void StageBuilder::input_gradient(const PipelinePass& pass, std::size_t k) {
     const std::string module_prefix = name + work.name + ".";
     const std::vector<OpIndex> ready = parameters_ready(k, *it);
     deps.insert(deps.end(), ready.begin(), ready.end());
-    // A layer rebuilt under full recompute stays until its weight gradients.
+    // What recompute rebuilt (a layer under full recompute, a module's parts
+    // under selective) stays until the weight gradients.
     if (work.recompute_working_bytes > 0) {
       memory(module_prefix + "recompute.alloc", MemoryCategory::activations, work.recompute_working_bytes, compute_stream);
     }
@@ -281,7 +282,7 @@ void StageBuilder::weight_gradient(const PipelinePass& pass, std::size_t k) {
       if (spec.weight_gradient) kernel(spec, module_prefix, {});
     }
     memory(module_prefix + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);
-    working = std::max(working, work.recompute_working_bytes);
+    working += work.recompute_working_bytes;
     const bool layer_done = std::next(it) == modules.rend() || partition_.modules[*std::next(it)].layer != work.layer;
     if (working > 0 && layer_done) {
       memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);

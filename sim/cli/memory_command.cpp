@@ -59,7 +59,7 @@ int run_memory(const MemoryOptions& options) {
                           {"factors", {{"parameters", factors.parameters}, {"gradients", factors.gradients},
                                        {"optimizer", factors.optimizer}}},
                           {"gradient_accumulation_steps", accumulation},
-                          {"recompute", to_string(training.recompute)},
+                          {"recompute", recompute_label(training)},
                           {"flash_attention", training.flash_attention},
                           {"total_bytes", memory.total()},
                           {"gpu_memory_bytes", capacity},
@@ -87,7 +87,7 @@ int run_memory(const MemoryOptions& options) {
   if (mp.ulysses > 1) print_ulysses_line(mp.ulysses);
   std::printf("# training: sequence %lld, micro-batch %lld, %lld micro-batches per step; recompute %s, flash attention %s\n",
               static_cast<long long>(training.sequence_length), static_cast<long long>(training.micro_batch_size),
-              static_cast<long long>(accumulation), to_string(training.recompute).c_str(),
+              static_cast<long long>(accumulation), recompute_label(training).c_str(),
               training.flash_attention ? "on" : "off");
   std::printf("%-24s %10s\n", "component", "GiB/GPU");
   for (const auto& [name, bytes] : parts) std::printf("%-24s %10.2f\n", name, bytes / kGiB);
