@@ -11,9 +11,11 @@
 #include "workloads/plan.h"
 #include "workloads/program.h"
 #include "workloads/step_compiler.h"
+#include "workloads/transformer_kernels.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -65,6 +67,15 @@ inline workloads::StepConfig pipeline_step(const std::string& plan, int layers, 
   config.plan_file = "plan.json";
   config.training_file = "training.json";
   return config;
+}
+
+// The module of that name (transformer_modules' "layer1.attention", ...).
+inline const workloads::ModuleWork& named(const std::vector<workloads::ModuleWork>& modules, const std::string& name) {
+  const auto it = std::find_if(modules.begin(), modules.end(),
+                               [&](const workloads::ModuleWork& m) { return m.name == name; });
+  INFO(name);
+  REQUIRE(it != modules.end());
+  return *it;
 }
 
 // The cluster both compilers' tests simulate on.

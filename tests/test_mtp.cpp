@@ -37,13 +37,6 @@ TrainingConfig short_sequences() {
   return training;
 }
 
-const ModuleWork& named(const std::vector<ModuleWork>& modules, const std::string& name) {
-  const auto it = std::find_if(modules.begin(), modules.end(), [&](const ModuleWork& m) { return m.name == name; });
-  INFO(name);
-  REQUIRE(it != modules.end());
-  return *it;
-}
-
 // Each call of a list as "name op bytes".
 std::vector<std::pair<std::string, double>> calls(const std::vector<KernelSpec>& list) {
   std::vector<std::pair<std::string, double>> found;
@@ -137,7 +130,7 @@ TEST_CASE("an MTP depth's kernels and calls under tensor and sequence parallelis
   const std::vector<ModuleWork> modules = transformer_modules(model, training, tp);
   const double h = kHidden, T = 512, e = 2;
 
-  const ModuleWork& input = named(modules, "mtp0.input");
+  const ModuleWork& input = test::named(modules, "mtp0.input");
   // eh_proj is column-parallel: h / 2 outputs from 2h inputs on every token.
   REQUIRE(gemm_flops(input.forward) == 2 * T * (h / 2) * (2 * h));
   REQUIRE(gemm_flops(input.backward) == 2 * gemm_flops(input.forward));
@@ -171,13 +164,13 @@ TEST_CASE("an MTP depth's kernels and calls under tensor and sequence parallelis
   // again with its layer, not the embedding lookup.
   training.recompute = Recompute::full;
   const std::vector<ModuleWork> recomputed = transformer_modules(model, training, tp);
-  REQUIRE(named(recomputed, "mtp0.input").activation_bytes == T / 2 * e * h);
-  REQUIRE(named(recomputed, "mtp0.attention").activation_bytes == T / 2 * e * h);
-  const std::vector<KernelSpec>& again = named(recomputed, "mtp0.mlp").recompute;
+  REQUIRE(test::named(recomputed, "mtp0.input").activation_bytes == T / 2 * e * h);
+  REQUIRE(test::named(recomputed, "mtp0.attention").activation_bytes == T / 2 * e * h);
+  const std::vector<KernelSpec>& again = test::named(recomputed, "mtp0.mlp").recompute;
   REQUIRE(again.front().name == "enorm");
-  REQUIRE(gemm_flops(again) == gemm_flops(named(modules, "mtp0.input").forward) +
-                                   gemm_flops(named(modules, "mtp0.attention").forward) +
-                                   gemm_flops(named(modules, "mtp0.mlp").forward));
+  REQUIRE(gemm_flops(again) == gemm_flops(test::named(modules, "mtp0.input").forward) +
+                                   gemm_flops(test::named(modules, "mtp0.attention").forward) +
+                                   gemm_flops(test::named(modules, "mtp0.mlp").forward));
   REQUIRE(std::none_of(again.begin(), again.end(), [](const KernelSpec& k) { return k.name == "embedding"; }));
 
   // Activations of the whole model: the depth's layer and input, and a

@@ -72,13 +72,6 @@ double gemm_flops(const std::vector<KernelSpec>& list) {
   return flops;
 }
 
-const ModuleWork& named(const std::vector<ModuleWork>& modules, const std::string& name) {
-  const auto it = std::find_if(modules.begin(), modules.end(), [&](const ModuleWork& m) { return m.name == name; });
-  INFO(name);
-  REQUIRE(it != modules.end());
-  return *it;
-}
-
 // Bytes per token, bf16 (e = 2), one GPU, flash attention, no dropout.
 constexpr double kE = 2, kH = 512;
 constexpr double kQkv = kE * (8 * 48 + 8 * 48 + 8 * 40);  // Q, K, V after the up-projections
@@ -164,7 +157,7 @@ TEST_CASE("each module reruns its own kernels before its backward, FLOPs in clos
   const ModelSpec model = mla_moe_model();
   const double T = 512;
   const std::vector<ModuleWork> modules = transformer_modules(model, selective(all_modules()));
-  const ModuleWork& attention = named(modules, "layer1.attention");
+  const ModuleWork& attention = test::named(modules, "layer1.attention");
   const std::vector<std::string> attention_names = names(attention.recompute);
   // The input norm, the up-projections with the rotary embedding and the
   // concatenation, then the core (forward, and backward's own rerun).
@@ -178,16 +171,16 @@ TEST_CASE("each module reruns its own kernels before its backward, FLOPs in clos
   REQUIRE(gemm_flops(attention.recompute) == 2 * T * 96 * 384 + 2 * T * 64 * 576);
   REQUIRE(attention.recompute_working_bytes == T * (kE * kH + kQkv + kLogSumExps));
 
-  const ModuleWork& dense_mlp = named(modules, "layer0.mlp");
+  const ModuleWork& dense_mlp = test::named(modules, "layer0.mlp");
   REQUIRE(names(dense_mlp.recompute) == std::vector<std::string>{"gate_up", "swiglu", "down"});
   REQUIRE(gemm_flops(dense_mlp.recompute) == 2 * T * kH * 2 * 1408 + 2 * T * 1408 * kH);
   REQUIRE(dense_mlp.recompute_working_bytes == T * kDenseMlp);
 
-  const ModuleWork& block = named(modules, "layer1.mlp");
+  const ModuleWork& block = test::named(modules, "layer1.mlp");
   REQUIRE(names(block.recompute) ==
           std::vector<std::string>{"mlp_norm", "shared.gate_up", "shared.swiglu", "shared.down"});
   REQUIRE(gemm_flops(block.recompute) == 2 * T * kH * 2 * 352 + 2 * T * 352 * kH);
-  const ModuleWork& experts = named(modules, "layer1.experts");
+  const ModuleWork& experts = test::named(modules, "layer1.experts");
   REQUIRE(names(experts.recompute) == std::vector<std::string>{"swiglu"});
   REQUIRE(experts.recompute_working_bytes == T * kRoutedActivation);
 
@@ -200,7 +193,7 @@ TEST_CASE("each module reruns its own kernels before its backward, FLOPs in clos
   const std::vector<ModuleWork> split = transformer_modules(model, selective(all_modules()), tp2);
   std::vector<std::pair<std::string, double>> calls;
   for (const std::string module : {"layer1.attention", "layer0.mlp"}) {
-    for (const KernelSpec& spec : named(split, module).recompute) {
+    for (const KernelSpec& spec : test::named(split, module).recompute) {
       if (spec.call) calls.emplace_back(spec.name, spec.call->bytes);
     }
   }
