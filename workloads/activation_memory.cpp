@@ -51,10 +51,9 @@ LayerBytes layer_bytes(const ModelSpec& model, const TrainingConfig& training, i
   const double shards = parallel.sequence_shards();
   const bool moe_layer = model.moe_layer(layer);
   LayerBytes bytes;
-  // Split along the sequence under sequence parallelism (`shards`), by
-  // heads or width under tensor parallelism (t), or kept whole-sequence
-  // where other tensors are split along it (`whole`); each to `rebuilt` when
-  // the module named rebuilds it.
+  // Each tensor split `ways`: along the sequence under sequence parallelism
+  // (`shards`), or by heads or width under tensor parallelism (t); to
+  // `rebuilt` when the module named there rebuilds it, else kept.
   const auto add = [&](double per_token, double ways, double* rebuilt) {
     (rebuilt != nullptr ? *rebuilt : bytes.kept) += per_token / ways;
   };

@@ -30,9 +30,9 @@
 // and V, moe_act the activation's output of each routed copy (e f), mlp a
 // dense MLP's tensors, shared_experts the shared experts'. Full recompute
 // keeps only each layer's input (e h) and rebuilds one layer at a time in
-// backward. The loss
-// keeps bf16 logits and their fp32 upcast for the cross-entropy (e + 4) V per
-// token, plus the inputs of the final norm and the LM head.
+// backward. The loss keeps bf16 logits and their fp32 upcast for the
+// cross-entropy (e + 4) V per token, plus the inputs of the final norm and
+// the LM head.
 //
 // Under tensor parallelism over t GPUs (Korthikanti et al. section 4.2.2)
 // every tensor split by heads or by the MLP or vocabulary width is 1/t per

@@ -35,7 +35,8 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
   if (reader.has("recompute_modules")) {
     if (training.recompute != Recompute::selective) {
-      reader.fail("recompute_modules", "names what selective recompute rebuilds, but recompute is \"" + recompute + "\"");
+      reader.fail("recompute_modules",
+                  "names what selective recompute rebuilds, but recompute is \"" + recompute + "\"");
     }
     std::string problem;
     training.recompute_modules = parse_recompute_modules(reader.string_list("recompute_modules"), problem);

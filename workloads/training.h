@@ -110,7 +110,9 @@ struct TrainingConfig {
   double hidden_dropout = 0;
 
   // Whether selective recompute rebuilds `part` (&RecomputeModules::norms, ...).
-  bool recomputes(bool RecomputeModules::*part) const { return recompute == Recompute::selective && recompute_modules.*part; }
+  bool recomputes(bool RecomputeModules::*part) const {
+    return recompute == Recompute::selective && recompute_modules.*part;
+  }
   bool drops_attention() const { return attention_dropout > 0; }
   bool drops_hidden() const { return hidden_dropout > 0; }
 

@@ -422,7 +422,8 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
         if (moe) {
           rebuild(block, &RecomputeModules::norms, moe_parts.norm, moe_parts.norm + 1);
           rebuild(block, &RecomputeModules::shared_experts, moe_parts.shared_begin, moe_parts.shared_end);
-          rebuild(feed_forward.back(), &RecomputeModules::moe_activation, moe_parts.activation, moe_parts.activation + 1);
+          rebuild(feed_forward.back(), &RecomputeModules::moe_activation, moe_parts.activation,
+                  moe_parts.activation + 1);
         } else {
           // The dense MLP but its norm and residual add.
           rebuild(block, &RecomputeModules::dense_mlp, 1, block.forward.size() - 1);
