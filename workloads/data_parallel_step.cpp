@@ -340,8 +340,8 @@ void StepBuilder::backward(int micro_batch, bool last) {
     const std::vector<std::size_t>& group = fetch_.entries[t].modules;
     issue_gathers(t, prefix);
     std::vector<OpIndex> deps = gathers_of(t);
-    // Recompute (whole layer under full recompute, or a module's attention
-    // core under selective recompute without flash attention).
+    // Recompute (the whole layer under full recompute, a module's parts under
+    // selective recompute), held until the group's backward is done.
     double working = 0;
     for (std::size_t module : group) working += modules_[module].recompute_working_bytes;
     if (working > 0) memory(prefix + "recompute.alloc", MemoryCategory::activations, working, compute_stream);

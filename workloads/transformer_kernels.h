@@ -140,9 +140,9 @@ struct KernelSpec {
 struct ModuleWork : ModuleParameters {
   std::vector<KernelSpec> forward;
   std::vector<KernelSpec> backward;
-  // Forward kernels run again in backward before `backward`: the attention
-  // core under selective recompute without flash attention, the whole module
-  // under full recompute.
+  // Forward kernels run again in backward before `backward`: the parts the
+  // module rebuilds under selective recompute (training.h's
+  // RecomputeModules), the whole layer under full recompute.
   std::vector<KernelSpec> recompute;
   // Kept from the forward pass until this module's backward has run.
   double activation_bytes = 0;

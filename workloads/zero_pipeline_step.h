@@ -30,9 +30,9 @@
 // (in buckets of buckets.all_gather_bytes) is issued when the window before
 // opens, one window of prefetch (overlap.gather_scatter off: when it opens,
 // and the next kernel waits for each reduce-scatter). Activations are held
-// from a forward to its weight-gradient pass (a rebuilt layer under full
-// recompute from its input-gradient pass, so then each weight-gradient pass
-// runs before the next input-gradient pass). Weight gradients accumulate over
+// from a forward to its weight-gradient pass (what recompute rebuilds from
+// its input-gradient pass; under full recompute, a whole layer, so then each
+// weight-gradient pass runs before the next input-gradient pass). Weight gradients accumulate over
 // a unit in a full-size buffer when f_G > 1, reduce-scattered in buckets of
 // buckets.reduce_bytes during the unit's last weight-gradient pass of the
 // chunk, into shards that accumulate over the units. The last unit's shards

@@ -12,8 +12,8 @@
 // keeps its published behaviour ("as implemented" for the DeepSpeed and MiCS
 // baselines); AMSP triples start from the AMSP preset ("ideal"). A micro-batch
 // size is kept only where it divides the global batch over the GPUs;
-// selective recompute only without flash attention (with it, it is the same
-// step as no recompute: flash attention recomputes the attention core). A
+// selective recompute only without flash attention (with it, rebuilding the
+// attention core saves no memory and costs its forward again). A
 // leaf-aware placement is kept only where it differs from the consecutive
 // one, which it does when a sharding group spans nodes that consecutive
 // ranks would spread over several leaf switches.
