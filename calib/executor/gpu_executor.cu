@@ -8,6 +8,7 @@
 #include "calib/executor/measured_steps.h"
 #include "calib/executor/rank_threads.h"
 #include "calib/executor/run_stop.h"
+#include "calib/executor/streaming_buffer.h"
 #include "calib/probe/mpi_world.h"
 #include "workloads/attention_kernels.h"
 
@@ -30,11 +31,16 @@ using workloads::KernelClass;
 using workloads::Op;
 using workloads::OpKind;
 
-// Reads half the bytes and writes the other half, 16 bytes at a time.
-__global__ void stream_bytes_kernel(const float4* in, float4* out, std::size_t count) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float4 v = in[i];
-    out[i] = make_float4(0.5f * v.x + 1.0f, 0.5f * v.y + 1.0f, 0.5f * v.z + 1.0f, 0.5f * v.w + 1.0f);
+// Reads `count` float4 values and writes as many, 16 bytes at a time, in
+// passes over buffers of `buffer_count` (streaming_buffer.h).
+__global__ void stream_bytes_kernel(const float4* in, float4* out, std::size_t buffer_count, std::size_t count) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t pass = 0; pass < count; pass += buffer_count) {
+    const std::size_t values = count - pass < buffer_count ? count - pass : buffer_count;
+    for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < values; i += stride) {
+      const float4 v = in[i];
+      out[i] = make_float4(0.5f * v.x + 1.0f, 0.5f * v.y + 1.0f, 0.5f * v.z + 1.0f, 0.5f * v.w + 1.0f);
+    }
   }
 }
 
@@ -111,12 +117,13 @@ class GpuRankRun final : public RankThreadRun {
       attentions_.clear();
     }
     for (std::size_t s = 0; s < streams_.size(); ++s) {
+      const std::size_t side = streaming_buffer_bytes(stream_bytes[s]);
       buffers_.push_back({std::make_unique<DeviceBuffer>(static_cast<std::size_t>(collective_bytes[s]) + 16),
                           std::make_unique<DeviceBuffer>(static_cast<std::size_t>(collective_bytes[s]) + 16),
-                          std::make_unique<DeviceBuffer>(static_cast<std::size_t>(stream_bytes[s] / 2) + 16),
-                          std::make_unique<DeviceBuffer>(static_cast<std::size_t>(stream_bytes[s] / 2) + 16)});
+                          std::make_unique<DeviceBuffer>(side + 16), std::make_unique<DeviceBuffer>(side + 16),
+                          side / sizeof(float4)});
       fill_random(CUDA_R_32F, buffers_.back().send->pointer, static_cast<std::size_t>(collective_bytes[s] / 4) + 4, 7);
-      fill_random(CUDA_R_32F, buffers_.back().in->pointer, static_cast<std::size_t>(stream_bytes[s] / 8) + 4, 8);
+      fill_random(CUDA_R_32F, buffers_.back().in->pointer, side / 4 + 4, 8);
     }
     const auto& resident = program.program_of(rank).resident_bytes;
     for (std::size_t c = 0; c < resident.size(); ++c) {
@@ -194,6 +201,7 @@ class GpuRankRun final : public RankThreadRun {
 
   struct StreamBuffers {
     std::unique_ptr<DeviceBuffer> send, receive, in, out;
+    std::size_t streaming_values = 0;  // float4 values of `in` and of `out`
   };
 
   std::string describe(const Op& op) const {
@@ -277,7 +285,8 @@ class GpuRankRun final : public RankThreadRun {
           const auto count = static_cast<std::size_t>(op.hbm_bytes / 2 / sizeof(float4));
           if (count > 0) {
             stream_bytes_kernel<<<1024, 256, 0, stream>>>(static_cast<const float4*>(b.in->pointer),
-                                                          static_cast<float4*>(b.out->pointer), count);
+                                                          static_cast<float4*>(b.out->pointer),
+                                                          std::max<std::size_t>(1, b.streaming_values), count);
             SHARDSIM_CUDA(cudaGetLastError());
           }
         }
