@@ -19,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -447,4 +448,48 @@ TEST_CASE("the CPU probe times back-to-back batches of at least the minimum time
   calls = 0;
   calib::time_together(options, [&] { ++calls; });
   REQUIRE(calls == options.warmup + 1 + options.repeats);
+}
+
+TEST_CASE("the committed H200 profile holds what its raw points measured", "[calib]") {
+  // Recomputed here from the probe's raw points (calib/profiles/measured/),
+  // without the fit's code: the profile a user runs with must be the
+  // measurement, not an edit of it.
+  const std::string dir = std::string(SHARDSIM_SOURCE_DIR) + "/calib/profiles/measured/";
+  const calib::Profile profile = calib::load_profile(dir + "h200-1gpu.json");
+  const calib::Measurements raw = calib::load_measurements(dir + "h200-1gpu-raw.json");
+  const calib::Profile datasheet = calib::load_profile("h200");
+
+  // HBM: the largest device copy's traffic rate, over the datasheet's 4.8 TB/s.
+  const calib::CopyMeasurement* largest = nullptr;
+  for (const auto& copy : raw.copies) {
+    if (copy.kind == "device_copy" && (largest == nullptr || copy.bytes > largest->bytes)) largest = &copy;
+  }
+  REQUIRE(largest != nullptr);
+  CHECK(profile.compute.hbm_bytes_per_second == datasheet.compute.hbm_bytes_per_second);
+  CHECK(profile.compute.achievable_hbm_bytes_per_second() ==
+        Approx(largest->traffic_bytes() / largest->seconds).epsilon(1e-9));
+
+  // Kernel launch: the median of the samples.
+  std::vector<double> launches = raw.kernel_launch_seconds;
+  REQUIRE(launches.size() % 2 == 0);
+  std::sort(launches.begin(), launches.end());
+  const std::size_t half = launches.size() / 2;
+  CHECK(profile.compute.kernel_launch_seconds == Approx(0.5 * (launches[half - 1] + launches[half])).epsilon(1e-9));
+
+  // bf16 keeps the datasheet's nominal peak (MFU keeps its meaning); the
+  // largest GEMM, 16384^3, is alone in its octave, so the table holds its
+  // own efficiency there, and no octave's median beats the best GEMM.
+  const calib::DtypeCompute& bf16 = *profile.compute.find("bf16");
+  CHECK(bf16.peak_flops_per_second == datasheet.compute.find("bf16")->peak_flops_per_second);
+  double best = 0;
+  const calib::GemmMeasurement* cube = nullptr;
+  for (const auto& gemm : raw.gemm) {
+    if (gemm.dtype != "bf16") continue;
+    best = std::max(best, gemm.flops() / gemm.seconds / bf16.peak_flops_per_second);
+    if (gemm.m == 16384 && gemm.n == 16384 && gemm.k == 16384) cube = &gemm;
+  }
+  REQUIRE(cube != nullptr);
+  CHECK(bf16.gemm_efficiency_at(cube->flops()) ==
+        Approx(cube->flops() / cube->seconds / bf16.peak_flops_per_second).epsilon(1e-6));
+  for (const auto& point : bf16.gemm_efficiency) CHECK(point.efficiency <= best);
 }

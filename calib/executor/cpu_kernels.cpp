@@ -1,6 +1,7 @@
 #include "calib/executor/cpu_kernels.h"
 
 #include "calib/executor/gemm_work.h"
+#include "calib/executor/streaming_buffer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,16 +35,24 @@ void CpuKernels::gemm(const workloads::GemmShape& shape, std::int64_t repeats) {
 }
 
 void CpuKernels::stream(double bytes) {
-  // Half the bytes read, half written, in fp32 values.
+  // Half the bytes read, half written, in fp32 values, in passes over a
+  // bounded buffer (streaming_buffer.h).
   const auto values = static_cast<std::size_t>(std::max(1.0, bytes / (2 * sizeof(float))));
-  if (source_.size() < values) {
-    source_.resize(values);
-    for (std::size_t i = 0; i < values; ++i) source_[i] = static_cast<float>(i % 251) * 0.01f;
-    destination_.resize(values);
+  const std::size_t buffer_values = std::max<std::size_t>(1, streaming_buffer_bytes(bytes) / sizeof(float));
+  if (source_.size() < buffer_values) {
+    source_.resize(buffer_values);
+    for (std::size_t i = 0; i < buffer_values; ++i) source_[i] = static_cast<float>(i % 251) * 0.01f;
+    destination_.resize(buffer_values);
   }
   const float* in = source_.data();
   float* out = destination_.data();
-  for (std::size_t i = 0; i < values; ++i) out[i] = 0.5f * in[i] + 1.0f;
+  // Each pass writes other values, so that no pass is a repeat the
+  // compiler may drop.
+  float offset = 1.0f;
+  for (std::size_t pass = 0; pass < values; pass += buffer_values, offset += 1.0f) {
+    const std::size_t n = std::min(buffer_values, values - pass);
+    for (std::size_t i = 0; i < n; ++i) out[i] = 0.5f * in[i] + offset;
+  }
 }
 
 }  // namespace shardsim::calib

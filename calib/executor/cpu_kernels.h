@@ -5,7 +5,8 @@
 //   attention  GEMMs of the op's (sequence, sequence, head_dim) shape, as many
 //              as make the op's FLOPs (the batched Q K^T and P V products);
 //   element-wise and optimizer
-//              a streaming pass that reads and writes the op's HBM bytes.
+//              streaming passes that read and write the op's HBM bytes
+//              through a bounded buffer (streaming_buffer.h).
 // Every dtype runs in fp32: CPUs have no fast bf16/fp16 GEMMs in Eigen, and
 // the CPU profile measures exactly these fp32 GEMMs (calib/probe/cpu_probe.h),
 // so a CPU run is predicted with the kernels it really runs. Byte counts are
