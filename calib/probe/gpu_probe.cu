@@ -183,7 +183,13 @@ int compute_capability() {
 // rest of the run's measurements still come back.
 void probe_gemms(const ProbeOptions& options, cudaStream_t stream, cublasLtHandle_t handle, void* workspace,
                  std::size_t workspace_bytes, Measurements& out) {
-  const auto shapes = options.quick ? probe_gemm_shapes(1024, 1024, 1024) : probe_gemm_shapes(16384, 4096, 16384);
+  auto shapes = options.quick ? probe_gemm_shapes(1024, 1024, 1024) : probe_gemm_shapes(16384, 4096, 16384);
+  if (!options.quick) {
+    for (const GemmShape3& s : layer_gemm_shapes(4096, 16384, {1, 2, 4, 8})) {
+      const auto same = [&](const GemmShape3& t) { return t.m == s.m && t.n == s.n && t.k == s.k; };
+      if (std::none_of(shapes.begin(), shapes.end(), same)) shapes.push_back(s);
+    }
+  }
   const int capability = compute_capability();
   for (const GemmType* gemm_type : all_gemm_types()) {
     const GemmType& type = *gemm_type;

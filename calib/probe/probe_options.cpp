@@ -1,6 +1,9 @@
 #include "calib/probe/probe_options.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
+#include <utility>
 
 namespace shardsim::calib {
 
@@ -14,6 +17,31 @@ std::vector<GemmShape3> probe_gemm_shapes(long long max_square, long long hidden
     shapes.push_back({tokens, hidden, hidden});             // attention output
     shapes.push_back({tokens, 2 * intermediate, hidden});   // MLP gate + up
     shapes.push_back({tokens, hidden, intermediate});       // MLP down
+  }
+  return shapes;
+}
+
+std::vector<GemmShape3> layer_gemm_shapes(long long hidden, long long max_tokens,
+                                          const std::vector<int>& tensor_parallel_degrees) {
+  const long long intermediate = (8 * hidden / 3 + 255) / 256 * 256;
+  std::vector<GemmShape3> shapes;
+  std::set<std::tuple<long long, long long, long long>> seen;
+  const auto add = [&](long long m, long long n, long long k) {
+    if (seen.insert({m, n, k}).second) shapes.push_back({m, n, k});
+  };
+  for (long long tokens = 256; tokens <= max_tokens; tokens *= 4) {
+    for (const int tp : tensor_parallel_degrees) {
+      // out, in of each GEMM on one GPU
+      const std::pair<long long, long long> layer[] = {{3 * hidden / tp, hidden},
+                                                       {hidden, hidden / tp},
+                                                       {2 * intermediate / tp, hidden},
+                                                       {hidden, intermediate / tp}};
+      for (const auto& [out, in] : layer) {
+        add(tokens, out, in);
+        add(tokens, in, out);
+        add(in, out, tokens);
+      }
+    }
   }
   return shapes;
 }

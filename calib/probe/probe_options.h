@@ -30,6 +30,19 @@ struct GemmShape3 {
 };
 std::vector<GemmShape3> probe_gemm_shapes(long long max_square, long long hidden, long long max_tokens);
 
+// Every GEMM a LLaMA-style layer of `hidden` runs in training, as the
+// Program writes them (workloads/tensor_parallel_gemms.h): the forward
+// (tokens x out x in), the input gradient (tokens x in x out) and the weight
+// gradient (in x out x tokens) of QKV, the attention output, MLP gate + up and
+// MLP down, each whole and split over each tensor-parallel degree given
+// (column-parallel QKV and gate + up split out, row-parallel output and down
+// split in), at token counts 256, 1024, ... up to `max_tokens`. GEMMs of the
+// same FLOPs run up to 15 % apart on an H200 by their shape alone (a down
+// projection's input gradient against its forward), which a curve by FLOPs
+// cannot tell apart; profiles keep these points for ops of the same shape.
+std::vector<GemmShape3> layer_gemm_shapes(long long hidden, long long max_tokens,
+                                          const std::vector<int>& tensor_parallel_degrees);
+
 double median_of(std::vector<double> values);
 
 }  // namespace shardsim::calib
