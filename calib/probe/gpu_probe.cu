@@ -49,6 +49,41 @@ double time_on_stream(const ProbeOptions& options, cudaStream_t stream, F&& enqu
   return median_of(samples);
 }
 
+// Seconds of `calls` back-to-back calls of `enqueue` on `stream`.
+template <typename F>
+double time_calls(cudaStream_t stream, long long calls, F&& enqueue) {
+  cudaEvent_t start, stop;
+  SHARDSIM_CUDA(cudaEventCreate(&start));
+  SHARDSIM_CUDA(cudaEventCreate(&stop));
+  SHARDSIM_CUDA(cudaEventRecord(start, stream));
+  for (long long i = 0; i < calls; ++i) enqueue();
+  SHARDSIM_CUDA(cudaEventRecord(stop, stream));
+  SHARDSIM_CUDA(cudaEventSynchronize(stop));
+  float milliseconds = 0;
+  SHARDSIM_CUDA(cudaEventElapsedTime(&milliseconds, start, stop));
+  SHARDSIM_CUDA(cudaEventDestroy(start));
+  SHARDSIM_CUDA(cudaEventDestroy(stop));
+  return milliseconds * 1e-3;
+}
+
+// Seconds per call of `enqueue` under sustained load (ProbeOptions::
+// warmup_seconds): back-to-back calls for the warm-up time, then the median
+// of `repeats` means over back-to-back calls lasting min_timed_seconds.
+template <typename F>
+double time_sustained(const ProbeOptions& options, cudaStream_t stream, F&& enqueue) {
+  constexpr double kMostCalls = 1 << 20;
+  for (int i = 0; i < options.warmup; ++i) enqueue();
+  const double one = std::max(time_calls(stream, 1, enqueue), 1e-7);
+  const auto calls_for = [&](double seconds) {
+    return static_cast<long long>(std::clamp(std::ceil(seconds / one), 1.0, kMostCalls));
+  };
+  time_calls(stream, calls_for(options.warmup_seconds), enqueue);
+  const long long calls = calls_for(options.min_timed_seconds);
+  std::vector<double> samples;
+  for (int i = 0; i < options.repeats; ++i) samples.push_back(time_calls(stream, calls, enqueue) / static_cast<double>(calls));
+  return median_of(samples);
+}
+
 // The NCCL ranks this process drives: every local GPU (one process), or
 // the GPU of its local rank (one process per GPU under mpirun).
 struct NcclRank {
@@ -183,16 +218,19 @@ int compute_capability() {
 // rest of the run's measurements still come back.
 void probe_gemms(const ProbeOptions& options, cudaStream_t stream, cublasLtHandle_t handle, void* workspace,
                  std::size_t workspace_bytes, Measurements& out) {
-  auto shapes = options.quick ? probe_gemm_shapes(1024, 1024, 1024) : probe_gemm_shapes(16384, 4096, 16384);
+  const auto grid = options.quick ? probe_gemm_shapes(1024, 1024, 1024) : probe_gemm_shapes(16384, 4096, 16384);
+  // bf16, what training runs its GEMMs in, also over every GEMM of a layer.
+  auto bf16_shapes = grid;
   if (!options.quick) {
     for (const GemmShape3& s : layer_gemm_shapes(4096, 16384, {1, 2, 4, 8})) {
       const auto same = [&](const GemmShape3& t) { return t.m == s.m && t.n == s.n && t.k == s.k; };
-      if (std::none_of(shapes.begin(), shapes.end(), same)) shapes.push_back(s);
+      if (std::none_of(bf16_shapes.begin(), bf16_shapes.end(), same)) bf16_shapes.push_back(s);
     }
   }
   const int capability = compute_capability();
   for (const GemmType* gemm_type : all_gemm_types()) {
     const GemmType& type = *gemm_type;
+    const auto& shapes = std::string(type.name) == "bf16" ? bf16_shapes : grid;
     if (capability < type.minimum_capability) {
       options.print("gemm " + std::string(type.name) + ": skipped, needs compute capability " +
                     std::to_string(type.minimum_capability) + ", this GPU has " + std::to_string(capability));
@@ -201,7 +239,7 @@ void probe_gemms(const ProbeOptions& options, cudaStream_t stream, cublasLtHandl
     for (const auto& s : shapes) {
       try {
         const LtGemm gemm(handle, type, s.m, s.n, s.k, workspace, workspace_bytes);
-        const double seconds = time_on_stream(options, stream, [&] { gemm.enqueue(stream); });
+        const double seconds = time_sustained(options, stream, [&] { gemm.enqueue(stream); });
         out.gemm.push_back({type.name, s.m, s.n, s.k, seconds});
         options.print("gemm " + std::string(type.name) + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
                       std::to_string(s.k) + ": " + std::to_string(2.0 * s.m * s.n * s.k / seconds / 1e12) + " TFLOP/s");
@@ -229,7 +267,7 @@ void probe_attention_gemms(const ProbeOptions& options, cudaStream_t stream, cub
                                std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
       try {
         const LtGemm gemm(handle, bf16, shape.m, shape.n, shape.k, workspace, workspace_bytes, kHeads);
-        const double seconds = time_on_stream(options, stream, [&] { gemm.enqueue(stream); });
+        const double seconds = time_sustained(options, stream, [&] { gemm.enqueue(stream); });
         GemmMeasurement point{bf16.name, shape.m, shape.n, shape.k, seconds, kHeads};
         out.gemm.push_back(point);
         options.print(name + ": " + std::to_string(point.flops() / seconds / 1e12) + " TFLOP/s");
@@ -317,7 +355,7 @@ void probe_fused_attention(const ProbeOptions& options, cudaStream_t stream, Mea
       point.causal = false;
       point.flops = workloads::flash_attention_flops(static_cast<double>(shape.batch), kHeads,
                                                      static_cast<double>(sequence), kHeadDim, false, false);
-      point.seconds = time_on_stream(options, stream, [&] { attention.enqueue(stream); });
+      point.seconds = time_sustained(options, stream, [&] { attention.enqueue(stream); });
       out.attention.push_back(point);
       options.print(name + ": " + std::to_string(point.flops / point.seconds / 1e12) + " TFLOP/s");
     } catch (const std::runtime_error& e) {

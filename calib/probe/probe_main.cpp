@@ -73,7 +73,10 @@ int run(int argc, char** argv, int rank) {
   app.add_option("--repeats", options.repeats, "timed repeats per point (the median is kept)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", options.warmup, "untimed calls before timing")->check(CLI::NonNegativeNumber);
   app.add_option("--min-time", options.min_timed_seconds,
-                 "CPU backend: seconds of back-to-back calls per timing, whose mean is kept")
+                 "seconds of back-to-back calls per timing, whose mean is kept (CPU; GPU collectives, GEMMs, attention)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-time", options.warmup_seconds,
+                 "GPU GEMMs and attention: seconds of back-to-back calls before timing, to reach the clock held under load")
       ->check(CLI::NonNegativeNumber);
   app.footer("Then: shardsim calib fit " + std::string("OUT.json --base h200 --cluster h200-1024 -o profile.json"));
   try {
@@ -85,6 +88,7 @@ int run(int argc, char** argv, int rank) {
   if (options.quick && !app.count("--repeats")) options.repeats = 3;
   if (options.quick && !app.count("--warmup")) options.warmup = 1;
   if (options.quick && !app.count("--min-time")) options.min_timed_seconds = 0.002;
+  if (options.quick && !app.count("--warmup-time")) options.warmup_seconds = 0.005;
   if (rank == 0) options.print = [](const std::string& line) { std::cout << "# " << line << "\n" << std::flush; };
 
 #ifdef SHARDSIM_PROBE_WITH_CUDA

@@ -18,6 +18,13 @@ struct ProbeOptions {
   // others are scheduled, at a whole core's speed; a run's kernels, back to
   // back on every rank, share the cores, and so do the calls of a batch.
   double min_timed_seconds = 0.02;
+  // GPU GEMMs and attention: back-to-back calls for at least this long
+  // before each shape is timed, and timings of back-to-back calls lasting
+  // min_timed_seconds. A GPU at its power limit lowers its clock within
+  // about 0.15 s of large GEMMs (an H200's bf16 GEMMs then run about 12 %
+  // slower than a lone call does), and a training step is one long run of
+  // kernels, so that is the speed its GEMMs see.
+  double warmup_seconds = 0.15;
   // Called with one line of progress or an nccl-tests-style table row.
   std::function<void(const std::string&)> print = [](const std::string&) {};
 };
