@@ -79,6 +79,11 @@ const MeasuredCollective* MeasuredCurves::find(workloads::CollectiveOp op, int r
   return found;
 }
 
+const double* MeasuredCurves::gemm_seconds(const GemmShapeKey& shape) const {
+  const auto it = gemm_shapes.find(shape);
+  return it == gemm_shapes.end() ? nullptr : &it->second;
+}
+
 json measured_curves_to_json(const MeasuredCurves& curves) {
   json out;
   out["machine"] = curves.machine;
@@ -95,6 +100,10 @@ json measured_curves_to_json(const MeasuredCurves& curves) {
   for (const auto& [dtype, curve] : curves.gemm) out["gemm"][dtype] = curve_to_json(curve, "flops_per_second");
   out["copies"] = json::object();
   for (const auto& [kind, curve] : curves.copies) out["copies"][kind] = curve_to_json(curve, "bytes_per_second");
+  out["gemm_shapes"] = json::array();
+  for (const auto& [shape, seconds] : curves.gemm_shapes) {
+    out["gemm_shapes"].push_back({{"dtype", shape.dtype}, {"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"seconds", seconds}});
+  }
   return out;
 }
 
@@ -119,6 +128,22 @@ MeasuredCurves parse_measured_curves(JsonObjectReader reader) {
   }
   curves.gemm = parse_curve_map(reader.object("gemm"), "flops_per_second");
   curves.copies = parse_curve_map(reader.object("copies"), "bytes_per_second");
+  // Profiles fitted before shapes were kept have none; their GEMMs take the
+  // efficiency table.
+  if (reader.has("gemm_shapes")) {
+    const json& shapes = reader.value("gemm_shapes");
+    if (!shapes.is_array()) reader.fail("gemm_shapes", "must be an array of {dtype, m, n, k, seconds}");
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      JsonObjectReader entry(shapes[i], reader.file(), reader.field_path("gemm_shapes[" + std::to_string(i) + "]"));
+      GemmShapeKey shape{entry.string("dtype"), entry.positive_integer("m"), entry.positive_integer("n"),
+                         entry.positive_integer("k")};
+      const double seconds = entry.positive_number("seconds");
+      entry.finish();
+      if (!curves.gemm_shapes.emplace(std::move(shape), seconds).second) {
+        reader.fail("gemm_shapes[" + std::to_string(i) + "]", "repeats an earlier entry's dtype, m, n and k");
+      }
+    }
+  }
   reader.finish();
   return curves;
 }

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <compare>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,16 +38,30 @@ struct MeasuredCollective {
   MeasuredCurve curve;
 };
 
+// A GEMM shape as the probe times it and a Program's op names it.
+struct GemmShapeKey {
+  std::string dtype;
+  std::int64_t m = 0, n = 0, k = 0;
+  auto operator<=>(const GemmShapeKey&) const = default;
+};
+
 struct MeasuredCurves {
   std::string machine;
   std::vector<MeasuredCollective> collectives;
   std::map<std::string, MeasuredCurve> gemm;    // by dtype; x: FLOPs (2 m n k)
   std::map<std::string, MeasuredCurve> copies;  // by copy kind; x: bytes of traffic
+  // Seconds of one GEMM of each measured shape (a batched call's time over
+  // its batch; the median where a shape was timed more than once). Shapes of
+  // the same FLOPs run up to 15 % apart, which the efficiency table by
+  // FLOPs averages away; an op of a measured shape takes its own time.
+  std::map<GemmShapeKey, double> gemm_shapes;
 
-  bool empty() const { return collectives.empty() && gemm.empty() && copies.empty(); }
+  bool empty() const { return collectives.empty() && gemm.empty() && copies.empty() && gemm_shapes.empty(); }
   // The curve of a collective on `ranks` ranks over `nodes` nodes, NCCL's own
   // choice ("auto") first; nullptr when none was measured.
   const MeasuredCollective* find(workloads::CollectiveOp op, int ranks, int nodes) const;
+  // Seconds of one GEMM of exactly this shape; nullptr when it was not measured.
+  const double* gemm_seconds(const GemmShapeKey& shape) const;
 };
 
 // Points sorted by x, equal x merged into their median.

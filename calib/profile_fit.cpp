@@ -92,8 +92,18 @@ json efficiency_table(const std::vector<LinePoint>& points, double peak, const s
 
 void fit_gemms(const Measurements& m, json& compute, MeasuredCurves& curves, FitResult& result, bool has_base,
                const std::string& machine) {
+  // The curve by FLOPs is the layers' GEMMs': batched calls (attention's
+  // products over heads, a head size deep) run far below layer GEMMs of the
+  // same FLOPs (0.40-0.54 of peak against 0.68-0.81 on an H200), and mixed
+  // into one octave's median they would price the layers' GEMMs by them.
+  // They are kept by shape, as every GEMM is.
   std::map<std::string, std::vector<LinePoint>> by_dtype;
-  for (const auto& g : m.gemm) by_dtype[g.dtype].push_back({g.flops(), g.seconds});
+  std::map<GemmShapeKey, std::vector<double>> by_shape;
+  for (const auto& g : m.gemm) {
+    if (g.batch == 1) by_dtype[g.dtype].push_back({g.flops(), g.seconds});
+    by_shape[{g.dtype, g.m, g.n, g.k}].push_back(g.seconds / static_cast<double>(g.batch));
+  }
+  for (const auto& [shape, seconds] : by_shape) curves.gemm_shapes[shape] = median(seconds);
   for (const auto& [dtype, points] : by_dtype) {
     if (distinct_sizes(points) < 2) {
       result.notes.push_back("gemm " + dtype + ": one size only, not fitted");

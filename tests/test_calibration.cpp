@@ -22,9 +22,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 using namespace shardsim;
 using workloads::CollectiveOp;
@@ -136,10 +138,10 @@ TEST_CASE("the fit recovers a GEMM efficiency curve and keeps the nominal peak",
   CHECK(profile.name == "h200-measured");
 }
 
-TEST_CASE("batched GEMMs count every GEMM of the batch, and fit on the same curve", "[calib]") {
-  // Attention's per-head GEMMs next to single ones, all timed by one law
-  // t = t0 + F / R over the call's total FLOPs: the fit must recover t0 and
-  // R, which it can only if a batch of 32 counts 32 GEMMs' FLOPs.
+TEST_CASE("batched GEMMs are kept by shape, per GEMM of the batch, and stay off the curve by FLOPs", "[calib]") {
+  // Layer GEMMs at 0.6 of peak beside attention's per-head products at 0.3
+  // (a head size deep, they run far slower): the curve by FLOPs must be the
+  // layers' alone, and each batched shape must keep its time per GEMM.
   const nlohmann::json base = base_profile("h200");
   const double peak = base["compute"]["dtypes"]["bf16"]["peak_flops_per_second"].get<double>();
   const double overhead = 6e-6, rate = 0.6 * peak;
@@ -150,7 +152,7 @@ TEST_CASE("batched GEMMs count every GEMM of the batch, and fit on the same curv
     const calib::GemmMeasurement scores{"bf16", sequence, sequence, 128, 0, 32};
     REQUIRE(scores.flops() == 2.0 * sequence * sequence * 128 * 32);
     m.gemm.push_back(scores);
-    m.gemm.back().seconds = overhead + scores.flops() / rate;
+    m.gemm.back().seconds = scores.flops() / (0.3 * peak);
   }
   calib::FitOptions options;
   options.base = base;
@@ -158,6 +160,24 @@ TEST_CASE("batched GEMMs count every GEMM of the batch, and fit on the same curv
   const calib::MeasuredCurve& curve = profile.measured.gemm.at("bf16");
   CHECK(curve.fit.units_per_second == Approx(rate).epsilon(0.01));
   CHECK(curve.fit.alpha_seconds == Approx(overhead).epsilon(0.01));
+  for (const auto& point : profile.compute.find("bf16")->gemm_efficiency) {
+    INFO(point.flops);
+    CHECK(point.efficiency == Approx(point.flops / (peak * (overhead + point.flops / rate))).epsilon(0.01));
+  }
+
+  // Attention without flash attention, 4 sequences x 32 heads of 2048 x 128:
+  // 128 GEMMs, each at the batched point's time per GEMM.
+  workloads::Op scores;
+  scores.kind = workloads::OpKind::compute;
+  scores.kernel = workloads::KernelClass::gemm;
+  scores.dtype = workloads::Dtype::bf16;
+  scores.gemm = {2048, 2048, 128};
+  scores.flops = 128 * 2.0 * 2048 * 2048 * 128;
+  const double per_gemm = 2.0 * 2048 * 2048 * 128 / (0.3 * peak);
+  REQUIRE(profile.measured.gemm_seconds({"bf16", 2048, 2048, 128}) != nullptr);
+  CHECK(*profile.measured.gemm_seconds({"bf16", 2048, 2048, 128}) == Approx(per_gemm).epsilon(1e-12));
+  CHECK(sim::kernel_seconds(scores, profile) ==
+        Approx(128 * per_gemm + profile.compute.kernel_launch_seconds).epsilon(1e-12));
 
   // The batch survives the raw format, and a point without one is one GEMM.
   nlohmann::json document = calib::measurements_to_json(m);
@@ -370,6 +390,52 @@ TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the 
   CHECK(step(w) - step(datasheet) == Approx(difference).epsilon(1e-6));
 }
 
+TEST_CASE("a GEMM of a measured shape takes its measured time; any other shape the curve by FLOPs", "[calib]") {
+  const nlohmann::json base = base_profile("h200");
+  const double peak = base["compute"]["dtypes"]["bf16"]["peak_flops_per_second"].get<double>();
+  calib::Measurements m = gemms_at(0.5, peak, 256, 16384);
+  // An MLP down projection's input gradient, 15 % slower than the curve says.
+  const double down_dgrad = 1.15 * 2.0 * 4096 * 11008 * 4096 / (0.5 * peak);
+  m.gemm.push_back({"bf16", 4096, 11008, 4096, down_dgrad});
+  m.gemm.push_back({"bf16", 4096, 11008, 4096, 1.01 * down_dgrad});  // timed twice: the median of the two
+  m.gemm.push_back({"bf16", 4096, 11008, 4096, 0.99 * down_dgrad});
+  calib::FitOptions options;
+  options.base = base;
+  const nlohmann::json fitted = calib::fit_profile(m, options, "raw.json").profile;
+  const calib::Profile profile = calib::parse_profile(fitted, "fitted");
+  const double launch = profile.compute.kernel_launch_seconds;
+
+  workloads::Op gemm;
+  gemm.kind = workloads::OpKind::compute;
+  gemm.kernel = workloads::KernelClass::gemm;
+  gemm.dtype = workloads::Dtype::bf16;
+  gemm.gemm = {4096, 11008, 4096};
+  gemm.flops = 2.0 * 4096 * 11008 * 4096;
+  CHECK(sim::kernel_seconds(gemm, profile) == Approx(down_dgrad + launch).epsilon(1e-12));
+  // Its forward, the same FLOPs in another shape, was not measured: the curve.
+  gemm.gemm = {4096, 4096, 11008};
+  const double curve = gemm.flops / (peak * profile.compute.find("bf16")->gemm_efficiency_at(gemm.flops));
+  CHECK(sim::kernel_seconds(gemm, profile) == Approx(curve + launch).epsilon(1e-12));  // no HBM bytes given
+  CHECK(sim::kernel_seconds(gemm, profile) < down_dgrad);
+  // Another dtype of the measured shape: not measured either.
+  gemm.gemm = {4096, 11008, 4096};
+  gemm.dtype = workloads::Dtype::fp8;
+  CHECK(profile.measured.gemm_seconds({"fp8", 4096, 11008, 4096}) == nullptr);
+
+  // The shapes survive the profile's JSON; a repeated or bad entry is refused by name.
+  CHECK(calib::parse_profile(fitted, "again").measured.gemm_shapes == profile.measured.gemm_shapes);
+  nlohmann::json twice = fitted;
+  auto& shapes = twice["measured"]["gemm_shapes"];
+  REQUIRE(shapes.size() >= 2);
+  shapes.push_back(shapes[0]);
+  REQUIRE_THROWS_WITH(calib::parse_profile(twice, "p.json"),
+                      Catch::Contains("p.json: measured.gemm_shapes[" + std::to_string(shapes.size() - 1) + "]") &&
+                          Catch::Contains("repeats"));
+  nlohmann::json negative = fitted;
+  negative["measured"]["gemm_shapes"][1]["seconds"] = -1;
+  REQUIRE_THROWS_WITH(calib::parse_profile(negative, "p.json"), Catch::Contains("measured.gemm_shapes[1].seconds"));
+}
+
 TEST_CASE("fused attention is counted as FlashAttention counts it, and a measured efficiency prices its ops",
           "[calib][attention]") {
   // By hand: Q K^T and P V over 2 x 4 heads of 1024 x 1024 scores, 128 wide.
@@ -492,4 +558,21 @@ TEST_CASE("the committed H200 profile holds what its raw points measured", "[cal
   CHECK(bf16.gemm_efficiency_at(cube->flops()) ==
         Approx(cube->flops() / cube->seconds / bf16.peak_flops_per_second).epsilon(1e-6));
   for (const auto& point : bf16.gemm_efficiency) CHECK(point.efficiency <= best);
+
+  // Every measured shape keeps its time per GEMM; a shape on both of the
+  // probe's lists (4096^3 is a square and a layer's) was timed twice: the
+  // mean of the two, which is their median.
+  std::map<std::tuple<std::string, long long, long long, long long>, std::vector<double>> timed;
+  for (const auto& gemm : raw.gemm) {
+    timed[{gemm.dtype, gemm.m, gemm.n, gemm.k}].push_back(gemm.seconds / static_cast<double>(gemm.batch));
+  }
+  for (const auto& [shape, seconds] : timed) {
+    const auto& [dtype, m, n, k] = shape;
+    INFO(dtype << " " << m << " x " << n << " x " << k);
+    REQUIRE(seconds.size() <= 2);
+    const double* kept = profile.measured.gemm_seconds({dtype, m, n, k});
+    REQUIRE(kept != nullptr);
+    CHECK(*kept == Approx((seconds.front() + seconds.back()) / 2).epsilon(1e-9));
+  }
+  CHECK(profile.measured.gemm_shapes.size() == timed.size());
 }

@@ -43,7 +43,7 @@ fi
 job="--cluster h200-1024 --model llama-7b --plan zero3 --gpus 1 --scale layers=16,micro_batches=4"
 for overlap in all none; do
   echo "# shardsim exec $job --overlap $overlap" >> "$out/exec.log"
-  timeout 120 shardsim exec $job --overlap "$overlap" --backend gpu --steps 10 --warmup 3 \
+  timeout 90 shardsim exec $job --overlap "$overlap" --backend gpu --steps 10 --warmup 3 \
     --h5 "$out/exec-$overlap.h5" >> "$out/exec.log" 2>&1
   echo "# exit $?" >> "$out/exec.log"
 done
@@ -53,7 +53,7 @@ echo "# exit $?" >> "$out/probe.log"
 
 for test in gpu_execution gpu_probe; do
   echo "# tests/$test.sh" >> "$out/gpu-tests.log"
-  timeout 100 sh "tests/$test.sh" "$shardsim_bundle/bin" >> "$out/gpu-tests.log" 2>&1
+  timeout 80 sh "tests/$test.sh" "$shardsim_bundle/bin" >> "$out/gpu-tests.log" 2>&1
   echo "# exit $?" >> "$out/gpu-tests.log"
 done
 grep -E "^# (shardsim exec|exit)|step time|measured" "$out/exec.log"

@@ -21,7 +21,7 @@ struct ProbeOptions {
   // GPU GEMMs and attention: back-to-back calls for at least this long
   // before each shape is timed, and timings of back-to-back calls lasting
   // min_timed_seconds. A GPU at its power limit lowers its clock within
-  // about 0.15 s of large GEMMs (an H200's bf16 GEMMs then run about 12 %
+  // about 0.15 s of large GEMMs (an H200's bf16 GEMMs then run 12-20 %
   // slower than a lone call does), and a training step is one long run of
   // kernels, so that is the speed its GEMMs see.
   double warmup_seconds = 0.15;

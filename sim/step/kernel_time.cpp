@@ -18,6 +18,13 @@ double kernel_seconds(const workloads::Op& op, const calib::Profile& profile) {
     if (peak == nullptr) {
       throw_input_error(profile.file, "compute.dtypes." + dtype, "missing: the program runs " + dtype + " kernels");
     }
+    if (op.kernel == KernelClass::gemm) {
+      const double one = 2.0 * static_cast<double>(op.gemm.m) * static_cast<double>(op.gemm.n) *
+                         static_cast<double>(op.gemm.k);
+      const double* measured = profile.measured.gemm_seconds({dtype, op.gemm.m, op.gemm.n, op.gemm.k});
+      // A measured time already holds the shape's memory traffic.
+      if (measured != nullptr && one > 0) return op.flops / one * *measured + compute.kernel_launch_seconds;
+    }
     const double efficiency = op.kernel == KernelClass::gemm ? peak->gemm_efficiency_at(op.flops)
                                                              : profile.attention_efficiency(op.attention_kernel);
     compute_seconds = op.flops / (peak->peak_flops_per_second * efficiency);

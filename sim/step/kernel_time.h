@@ -1,5 +1,7 @@
 // How long a compute op of a Program takes on a GPU, from the profile:
-//   GEMMs:      max(FLOPs / (peak x efficiency(FLOPs)), bytes / achievable HBM)
+//   GEMMs:      of a shape the profile measured (calib/measured_curves.h):
+//               its measured time, times FLOPs / (2 m n k) for a batch;
+//               of any other: max(FLOPs / (peak x efficiency(FLOPs)), bytes / achievable HBM)
 //   attention:  max(FLOPs / (peak x attention efficiency), bytes / achievable HBM)
 //   element-wise and optimizer kernels: bytes / achievable HBM (their few
 //               FLOPs per byte never make them compute-bound)
