@@ -102,7 +102,8 @@ json measured_curves_to_json(const MeasuredCurves& curves) {
   for (const auto& [kind, curve] : curves.copies) out["copies"][kind] = curve_to_json(curve, "bytes_per_second");
   out["gemm_shapes"] = json::array();
   for (const auto& [shape, seconds] : curves.gemm_shapes) {
-    out["gemm_shapes"].push_back({{"dtype", shape.dtype}, {"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"seconds", seconds}});
+    out["gemm_shapes"].push_back(
+        {{"dtype", shape.dtype}, {"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"seconds", seconds}});
   }
   return out;
 }

@@ -121,8 +121,10 @@ void fit_gemms(const Measurements& m, json& compute, MeasuredCurves& curves, Fit
     json entry;
     entry["peak_flops_per_second"] = peak;
     entry["gemm_efficiency"] = efficiency_table(points, peak, dtype, result.notes);
-    entry["source"] = "measured on " + machine + ": " + std::to_string(points.size()) + " GEMMs, median per octave of FLOPs; " +
-                      (nominal ? "peak " + dtypes[dtype]["source"].get<std::string>()
+    entry["source"] = "measured on " + machine + ": " + std::to_string(points.size()) +
+                      " single GEMMs, median per octave of FLOPs (each shape's own time in measured.gemm_shapes); " +
+                      (nominal ? "the nominal peak of the base profile, whose entry said: " +
+                                     dtypes[dtype]["source"].get<std::string>()
                                : std::string("peak = the best measured rate (no nominal figure)")) +
                       "; fit t = " + format("%.3g", fit.alpha_seconds) + " s + FLOPs / " +
                       format("%.4g", fit.units_per_second) + " FLOP/s";

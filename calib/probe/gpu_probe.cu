@@ -80,7 +80,9 @@ double time_sustained(const ProbeOptions& options, cudaStream_t stream, F&& enqu
   time_calls(stream, calls_for(options.warmup_seconds), enqueue);
   const long long calls = calls_for(options.min_timed_seconds);
   std::vector<double> samples;
-  for (int i = 0; i < options.repeats; ++i) samples.push_back(time_calls(stream, calls, enqueue) / static_cast<double>(calls));
+  for (int i = 0; i < options.repeats; ++i) {
+    samples.push_back(time_calls(stream, calls, enqueue) / static_cast<double>(calls));
+  }
   return median_of(samples);
 }
 
