@@ -27,28 +27,6 @@ using workloads::CollectiveOp;
 
 __global__ void empty_kernel() {}
 
-// Median of `repeats` CUDA-event timings of `enqueue` on `stream`.
-template <typename F>
-double time_on_stream(const ProbeOptions& options, cudaStream_t stream, F&& enqueue) {
-  cudaEvent_t start, stop;
-  SHARDSIM_CUDA(cudaEventCreate(&start));
-  SHARDSIM_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < options.warmup; ++i) enqueue();
-  std::vector<double> samples;
-  for (int i = 0; i < options.repeats; ++i) {
-    SHARDSIM_CUDA(cudaEventRecord(start, stream));
-    enqueue();
-    SHARDSIM_CUDA(cudaEventRecord(stop, stream));
-    SHARDSIM_CUDA(cudaEventSynchronize(stop));
-    float milliseconds = 0;
-    SHARDSIM_CUDA(cudaEventElapsedTime(&milliseconds, start, stop));
-    samples.push_back(milliseconds * 1e-3);
-  }
-  SHARDSIM_CUDA(cudaEventDestroy(start));
-  SHARDSIM_CUDA(cudaEventDestroy(stop));
-  return median_of(samples);
-}
-
 // Seconds of `calls` back-to-back calls of `enqueue` on `stream`.
 template <typename F>
 double time_calls(cudaStream_t stream, long long calls, F&& enqueue) {
@@ -64,6 +42,15 @@ double time_calls(cudaStream_t stream, long long calls, F&& enqueue) {
   SHARDSIM_CUDA(cudaEventDestroy(start));
   SHARDSIM_CUDA(cudaEventDestroy(stop));
   return milliseconds * 1e-3;
+}
+
+// Median of `repeats` CUDA-event timings of one call of `enqueue` on `stream`.
+template <typename F>
+double time_on_stream(const ProbeOptions& options, cudaStream_t stream, F&& enqueue) {
+  for (int i = 0; i < options.warmup; ++i) enqueue();
+  std::vector<double> samples;
+  for (int i = 0; i < options.repeats; ++i) samples.push_back(time_calls(stream, 1, enqueue));
+  return median_of(samples);
 }
 
 // Seconds per call of `enqueue` under sustained load (ProbeOptions::

@@ -23,12 +23,7 @@ for plan in zero3 zero1; do
       --h5 "$work/$name-predicted.h5" > /dev/null
     mpirun -np 4 "$bin/shardsim" exec $job --profile "$here/cpu-4rank-profile.json" --steps 10 --warmup 3 \
       --h5 "$work/$name-measured.h5" > /dev/null
-    (cd "$work" && "$bin/shardsim" compare "$name-predicted.h5" "$name-measured.h5" --csv "$here/$name.csv" \
-      --png "$here/$name.png" > "$here/$name.txt")
-    awk -F, -v plan="$plan" -v overlap="$overlap" '
-      $2 == "step time" { step = $3 "," $4 "," $5 }
-      $2 == "gemm" { gemm = $3 "," $4 "," $5 }
-      END { print plan "," overlap "," step "," gemm }' "$here/$name.csv" >> "$here/summary.csv"
+    sh "$here/../compare_row.sh" "$bin" "$work" "$name" "$here/$name" "$plan,$overlap" >> "$here/summary.csv"
   done
 done
 cat "$here/summary.csv"

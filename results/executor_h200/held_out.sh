@@ -37,12 +37,7 @@ grep -v '^#' "$here/held_out.txt" | while read -r name job; do
       "$work/$run.json" "$name,$profile" >> "$work/predicted.csv"
     if [ -n "$session" ] && [ -e "$session/exec-$name.h5" ]; then
       cp "$session/exec-$name.h5" "$work/$run-measured.h5"
-      (cd "$work" && "$bin/shardsim" compare "$run-predicted.h5" "$run-measured.h5" --csv "$here/held-out-$run.csv" \
-        --png "$here/held-out-$run.png" > "$here/held-out-$run.txt")
-      awk -F, -v job="$name" -v profile="$profile" '
-        $2 == "step time" { step = $3 "," $4 "," $5 }
-        $2 == "gemm" { gemm = $3 "," $4 "," $5 }
-        END { print job "," profile "," step "," gemm }' "$here/held-out-$run.csv" >> "$work/summary.csv"
+      sh "$here/../compare_row.sh" "$bin" "$work" "$run" "$here/held-out-$run" "$name,$profile" >> "$work/summary.csv"
     fi
   done
 done

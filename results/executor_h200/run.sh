@@ -37,12 +37,7 @@ for overlap in all none; do
     "$bin/shardsim" run $job --overlap "$overlap" --profile "$profile_file" --record-ranks all \
       --h5 "$work/$name-predicted.h5" > /dev/null
     cp "$session/exec-$overlap.h5" "$work/$name-measured.h5"
-    (cd "$work" && "$bin/shardsim" compare "$name-predicted.h5" "$name-measured.h5" --csv "$here/$name.csv" \
-      --png "$here/$name.png" > "$here/$name.txt")
-    awk -F, -v overlap="$overlap" -v profile="$profile" '
-      $2 == "step time" { step = $3 "," $4 "," $5 }
-      $2 == "gemm" { gemm = $3 "," $4 "," $5 }
-      END { print overlap "," profile "," step "," gemm }' "$here/$name.csv" >> "$here/summary.csv"
+    sh "$here/../compare_row.sh" "$bin" "$work" "$name" "$here/$name" "$overlap,$profile" >> "$here/summary.csv"
   done
 done
 cat "$here/summary.csv"
