@@ -9,8 +9,8 @@
 #pragma once
 
 #include "calib/line_fit.h"
-#include "topology/json_input.h"
-#include "workloads/collective_kind.h"
+#include "topology/base/json_input.h"
+#include "workloads/ir/collective_kind.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 #include "calib/measurements.h"
 
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
 
 namespace shardsim::calib {
 

@@ -24,7 +24,7 @@
 // nccl-tests import fit into one profile.
 #pragma once
 
-#include "workloads/collective_kind.h"
+#include "workloads/ir/collective_kind.h"
 
 #include <nlohmann/json.hpp>
 

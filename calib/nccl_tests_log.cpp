@@ -1,6 +1,6 @@
 #include "calib/nccl_tests_log.h"
 
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
 
 #include <algorithm>
 #include <charconv>

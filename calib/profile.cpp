@@ -1,7 +1,8 @@
 #include "calib/profile.h"
 
-#include "topology/json_input.h"
-#include "topology/presets.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
+#include "workloads/ir/algorithm_support.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,22 +17,6 @@ using workloads::parse_protocol;
 
 constexpr std::array<LinkKind, topology::kLinkKindCount> kLinkKinds{LinkKind::nvlink, LinkKind::pcie,
                                                                     LinkKind::network};
-
-// Which algorithms NCCL (and shardsim) run for each collective. The
-// hierarchical scheme has no entry of its own: it is built from ring phases.
-bool algorithm_allowed(CollectiveOp op, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::ring:
-      return op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv && op != CollectiveOp::send;
-    case Algorithm::tree:
-    case Algorithm::nvls:
-    case Algorithm::nvls_tree: return op == CollectiveOp::all_reduce;
-    case Algorithm::direct:
-      return op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv || op == CollectiveOp::send;
-    case Algorithm::hierarchical: return false;
-  }
-  return false;
-}
 
 double fraction(JsonObjectReader& reader, const std::string& key) {
   const double x = reader.positive_number(key);
@@ -244,7 +229,7 @@ Profile parse_profile(const nlohmann::json& document, const std::string& file) {
     auto algorithms = collectives.object(op_name);
     for (const auto& algorithm_name : algorithms.take_all_keys()) {
       const auto algorithm = parse_algorithm(algorithm_name);
-      if (!algorithm || !algorithm_allowed(*op, *algorithm)) {
+      if (!algorithm || !workloads::profile_calibrates(*op, *algorithm)) {
         algorithms.fail(algorithm_name, "is not an algorithm of " + op_name);
       }
       auto entry = algorithms.object(algorithm_name);

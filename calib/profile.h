@@ -52,8 +52,8 @@
 
 #include "calib/measured_curves.h"
 #include "topology/link_kind.h"
-#include "workloads/collective_kind.h"
-#include "workloads/program.h"
+#include "workloads/ir/collective_kind.h"
+#include "workloads/ir/program.h"
 
 #include <nlohmann/json.hpp>
 

@@ -2,7 +2,7 @@
 
 #include "calib/measured_curves.h"
 #include "calib/profile.h"
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 #include "sim/collective_runner.h"
 
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
 
 #include <stdexcept>
 

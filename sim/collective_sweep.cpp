@@ -21,7 +21,7 @@ std::vector<long long> geometric_sizes(long long min_bytes, long long max_bytes,
   return sizes;
 }
 
-std::vector<NcclTestsRow> run_collective_sweep(const topology::Cluster& cluster, const topology::Router& router,
+std::vector<calib::NcclTestsRow> run_collective_sweep(const topology::Cluster& cluster, const topology::Router& router,
                                                const calib::Profile& profile, const GroupLayout& group,
                                                const CollectiveSweep& sweep,
                                                const std::function<void()>& on_size_done) {
@@ -36,11 +36,11 @@ std::vector<NcclTestsRow> run_collective_sweep(const topology::Cluster& cluster,
 
   // Plans are per byte of buffer, so one per (algorithm, protocol) serves every size.
   std::map<std::pair<Algorithm, Protocol>, std::shared_ptr<const TransferPlan>> plans;
-  std::vector<NcclTestsRow> rows;
+  std::vector<calib::NcclTestsRow> rows;
   for (long long requested : sweep.sizes) {
-    NcclTestsRow row;
+    calib::NcclTestsRow row;
     row.op = sweep.op;
-    row.size = nccl_tests_size(sweep.op, requested, sweep.type, group.size());
+    row.size = calib::nccl_tests_size(sweep.op, requested, sweep.type, group.size());
     row.type = std::string(sweep.type.name);
     row.root = rooted ? sweep.root : -1;
     row.ranks = group.size();

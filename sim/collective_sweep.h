@@ -4,10 +4,10 @@
 // its alpha-beta line.
 #pragma once
 
+#include "calib/nccl_tests_table.h"
 #include "calib/profile.h"
 #include "sim/collective_runner.h"
 #include "sim/collectives/collective_algorithm.h"
-#include "sim/nccl_tests_table.h"
 #include "topology/routing.h"
 
 #include <functional>
@@ -19,7 +19,7 @@ namespace shardsim::sim {
 struct CollectiveSweep {
   CollectiveOp op = CollectiveOp::all_reduce;
   std::vector<long long> sizes;  // requested bytes, as nccl-tests -b/-e/-f produce them
-  DataType type{"float", 4};
+  calib::DataType type{"float", 4};
   int root = 0;
   NetworkMode mode = NetworkMode::flow;
   std::optional<Algorithm> algorithm;
@@ -29,7 +29,7 @@ struct CollectiveSweep {
 // nccl-tests' sizes: min_bytes, min_bytes * factor, ... up to max_bytes.
 std::vector<long long> geometric_sizes(long long min_bytes, long long max_bytes, long long factor);
 
-std::vector<NcclTestsRow> run_collective_sweep(const topology::Cluster& cluster, const topology::Router& router,
+std::vector<calib::NcclTestsRow> run_collective_sweep(const topology::Cluster& cluster, const topology::Router& router,
                                                const calib::Profile& profile, const GroupLayout& group,
                                                const CollectiveSweep& sweep,
                                                const std::function<void()>& on_size_done = {});

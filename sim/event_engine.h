@@ -11,7 +11,7 @@
 //   engine.run();
 #pragma once
 
-#include "topology/units.h"
+#include "topology/base/units.h"
 
 #include <cstdint>
 #include <deque>

@@ -7,7 +7,7 @@
 #include "sim/collectives/collective_algorithm.h"
 #include "topology/cluster_spec.h"
 #include "topology/routing.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <nlohmann/json.hpp>
 

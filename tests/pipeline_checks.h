@@ -6,12 +6,12 @@
 
 #include "fixtures.h"
 #include "sim/step/step_simulator.h"
-#include "sim/step/timeline_check.h"
-#include "workloads/model.h"
-#include "workloads/plan.h"
-#include "workloads/program.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/inputs/model.h"
+#include "workloads/inputs/plan.h"
+#include "workloads/ir/program.h"
+#include "workloads/ir/timeline_check.h"
+#include "workloads/kernels/transformer_kernels.h"
 
 #include <catch2/catch.hpp>
 
@@ -121,10 +121,10 @@ inline void require_expert_states_stay_put(const workloads::Program& program) {
   }
 }
 
-inline sim::StepTimeline simulate_on(const workloads::Program& program, const World& world, sim::NetworkMode network) {
+inline workloads::Timeline simulate_on(const workloads::Program& program, const World& world, sim::NetworkMode network) {
   sim::StepSimulationOptions options;
   options.network = network;
-  return sim::simulate_step(program, world.cluster(), world.router(), world.profile(), options);
+  return sim::simulate(program, world.cluster(), world.router(), world.profile(), options);
 }
 
 // Simulates the step with flow and analytical networks: it fits in memory
@@ -132,9 +132,9 @@ inline sim::StepTimeline simulate_on(const workloads::Program& program, const Wo
 // members of each collective together.
 inline void require_consistent_step(const workloads::Program& program, const World& world) {
   for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
-    const sim::StepTimeline timeline = simulate_on(program, world, network);
+    const workloads::Timeline timeline = simulate_on(program, world, network);
     REQUIRE_FALSE(timeline.out_of_memory);
-    const std::vector<std::string> violations = sim::timeline_violations(program, timeline);
+    const std::vector<std::string> violations = workloads::timeline_violations(program, timeline);
     INFO((violations.empty() ? "" : violations.front()));
     REQUIRE(violations.empty());
   }
@@ -147,7 +147,7 @@ inline void require_consistent_combined_1f1b(workloads::StepConfig config) {
   config.plan.experts = {8};
   config.plan.experts.overlap_expert_parallel_comm = true;
   config.plan.experts.delay_wgrad_compute = true;
-  const workloads::Program program = workloads::compile_step(config);
+  const workloads::Program program = workloads::compile(config);
   workloads::validate_program(program);
   require_consistent_step(program, pipeline_world());
 }

@@ -4,10 +4,11 @@
 
 #include "calib/profile.h"
 #include "sim/search/plan_search.h"
+#include "topology/base/json_input.h"
 #include "topology/cluster.h"
-#include "topology/json_input.h"
 #include "topology/routing.h"
-#include "workloads/job_scale.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/job_scale.h"
 
 #include <memory>
 

@@ -6,10 +6,10 @@
 #include "pipeline_checks.h"
 #include "sim/step/kernel_time.h"
 #include "sim/step/step_simulator.h"
-#include "topology/json_input.h"
-#include "workloads/step_compiler.h"
-#include "workloads/training.h"
-#include "workloads/transformer_kernels.h"
+#include "topology/base/json_input.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/inputs/training.h"
+#include "workloads/kernels/transformer_kernels.h"
 
 #include <catch2/catch.hpp>
 
@@ -118,7 +118,7 @@ TEST_CASE("a training config names the FlashAttention generation it runs", "[ker
 TEST_CASE("every attention op of a step runs the training's kernel, and only its time changes",
           "[kernels][attention][step]") {
   const StepConfig fa2_config = one_gpu_step(AttentionKernel::flash_attention_2);
-  const Program fa2 = compile_step(fa2_config);
+  const Program fa2 = compile(fa2_config);
   int attention_ops = 0;
   for (const RankProgram& program : fa2.programs) {
     for (const Op& op : program.ops) {
@@ -133,7 +133,7 @@ TEST_CASE("every attention op of a step runs the training's kernel, and only its
                           calib::parse_profile(profile_with_kernels(), "p.json"));
   const auto step_seconds = [&world](const Program& program) {
     return seconds_from_picoseconds(
-        sim::simulate_step(program, world.cluster(), world.router(), world.profile(), {}).step_time);
+        sim::simulate(program, world.cluster(), world.router(), world.profile(), {}).step_time);
   };
   // One GPU runs its kernels one after another, so the step grows by the
   // attention time alone. Per layer the causal forward is 4 s^2 (heads x
@@ -141,6 +141,6 @@ TEST_CASE("every attention op of a step runs the training's kernel, and only its
   // x 3.5 x 2 layers = 1,879,048,192 FLOPs, at 25 instead of 50 TFLOP/s.
   const double attention_flops = 4.0 * 512 * 512 * 512 / 2 * 3.5 * 2;
   const double expected = attention_flops / 25e12 - attention_flops / 50e12;
-  const double fa3_seconds = step_seconds(compile_step(one_gpu_step(AttentionKernel::flash_attention_3)));
+  const double fa3_seconds = step_seconds(compile(one_gpu_step(AttentionKernel::flash_attention_3)));
   CHECK(step_seconds(fa2) - fa3_seconds == Approx(expected).epsilon(1e-6));
 }

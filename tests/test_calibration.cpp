@@ -6,16 +6,17 @@
 #include "calib/line_fit.h"
 #include "calib/measurements.h"
 #include "calib/nccl_tests_log.h"
+#include "calib/probe/probe_timing.h"
 #include "calib/profile.h"
 #include "calib/profile_fit.h"
-#include "calib/probe/mpi_world.h"
 #include "fixtures.h"
 #include "sim/step/kernel_time.h"
 #include "sim/step/step_simulator.h"
-#include "topology/json_input.h"
-#include "topology/presets.h"
-#include "workloads/attention_kernels.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/model_file.h"
+#include "workloads/kernels/attention_kernels.h"
 
 #include <catch2/catch.hpp>
 
@@ -75,7 +76,7 @@ workloads::Program two_layer_step(const std::string& plan, std::int64_t sequence
   workloads::apply_overlap_level(config.plan, "none");
   config.data_parallel = 8;
   config.gpus_per_node = 8;
-  return workloads::compile_step(config);
+  return workloads::compile(config);
 }
 
 }  // namespace
@@ -345,7 +346,7 @@ TEST_CASE("table mode replays measured collectives in the step simulator", "[cal
   const workloads::Program program = two_layer_step("zero0", 512);
   sim::StepSimulationOptions table;
   table.network = sim::NetworkMode::table;
-  const sim::StepTimeline timeline = sim::simulate_step(program, w.cluster(), w.router(), w.profile(), table);
+  const workloads::Timeline timeline = sim::simulate(program, w.cluster(), w.router(), w.profile(), table);
   int collectives = 0;
   const auto& ops = program.program_of(0).ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -385,7 +386,7 @@ TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the 
   // With every overlap off the step is a sequence: only the GEMMs changed.
   const auto step = [&](const test::World& world) {
     return seconds_from_picoseconds(
-        sim::simulate_step(program, world.cluster(), world.router(), world.profile(), sim::StepSimulationOptions{}).step_time);
+        sim::simulate(program, world.cluster(), world.router(), world.profile(), sim::StepSimulationOptions{}).step_time);
   };
   CHECK(step(w) - step(datasheet) == Approx(difference).epsilon(1e-6));
 }

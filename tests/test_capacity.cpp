@@ -4,7 +4,7 @@
 // pick, found here by scanning the rows.
 #include "search_fixture.h"
 #include "sim/search/capacity_plan.h"
-#include "workloads/memory_model.h"
+#include "workloads/memory/memory_model.h"
 
 #include <catch2/catch.hpp>
 

@@ -6,10 +6,10 @@
 #include "fixtures.h"
 #include "pipeline_checks.h"
 
-#include "sim/protobuf_encoder.h"
-#include "sim/step/chakra_trace.h"
+#include "sim/report/chakra_trace.h"
+#include "sim/report/protobuf_encoder.h"
 #include "sim/step/kernel_time.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
 
 #include <catch2/catch.hpp>
 
@@ -420,7 +420,7 @@ TEST_CASE("compiled steps: every op once, sends meet receives, groups agree, ord
 
   for (const Case& c : cases) {
     INFO(c.what);
-    const Program program = compile_step(c.config);
+    const Program program = compile(c.config);
     const sim::ChakraTraceWriter writer(program, profile);
     std::ostringstream groups_text;
     writer.write_comm_groups(groups_text);

@@ -1,7 +1,7 @@
 #include "fixtures.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
 #include "topology/cluster_spec.h"
-#include "topology/json_input.h"
-#include "topology/presets.h"
 
 #include <catch2/catch.hpp>
 

@@ -9,7 +9,7 @@
 #include "sim/collectives/ring.h"
 #include "sim/collectives/ring_chain.h"
 #include "sim/collectives/selection.h"
-#include "topology/presets.h"
+#include "topology/base/presets.h"
 
 #include <catch2/catch.hpp>
 

@@ -7,13 +7,14 @@
 // against every kernel written once, and against what overlap can and cannot
 // do to a step: shorter than without it, never shorter than the GPU's work.
 #include "pipeline_checks.h"
-#include "topology/json_input.h"
-#include "topology/presets.h"
-#include "workloads/combined_1f1b.h"
-#include "workloads/megatron_args.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/pipeline_schedule.h"
-#include "workloads/transformer_kernels.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/combined_1f1b.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/pipeline_schedule.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/kernels/transformer_kernels.h"
 
 #include <catch2/catch.hpp>
 
@@ -125,7 +126,7 @@ StepConfig moe_step(int pipeline, int chunks, int data, int micro_batches, bool 
   return config;
 }
 
-double kernel_seconds(const Program& program, const sim::StepTimeline& timeline, int rank) {
+double kernel_seconds(const Program& program, const workloads::Timeline& timeline, int rank) {
   double seconds = 0;
   const auto& ops = program.program_of(rank).ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -278,10 +279,10 @@ TEST_CASE("the combined 1F1B hides all-to-alls behind the other micro-batch's co
   // nodes; each with its experts over 8 GPUs.
   for (const auto& [p, v, d] : {std::tuple{1, 1, 16}, std::tuple{2, 2, 8}}) {
     INFO("p " << p << " v " << v);
-    const Program plain = compile_step(moe_step(p, v, d, 4, false));
+    const Program plain = compile(moe_step(p, v, d, 4, false));
     for (bool delay : {false, true}) {
       INFO("delay_wgrad_compute " << delay);
-      const Program merged = compile_step(moe_step(p, v, d, 4, true, delay));
+      const Program merged = compile(moe_step(p, v, d, 4, true, delay));
       REQUIRE(merged.description["overlap_expert_parallel_comm"] == true);
       test::require_consistent_step(merged, test::pipeline_world());
       // The all-to-all's stream runs the combine nodes' kernels besides the calls.
@@ -304,8 +305,8 @@ TEST_CASE("the combined 1F1B hides all-to-alls behind the other micro-batch's co
       };
       REQUIRE(compute_ops(merged) == compute_ops(plain));
 
-      const sim::StepTimeline a = test::simulate_on(plain, test::pipeline_world(), sim::NetworkMode::analytical);
-      const sim::StepTimeline b = test::simulate_on(merged, test::pipeline_world(), sim::NetworkMode::analytical);
+      const workloads::Timeline a = test::simulate_on(plain, test::pipeline_world(), sim::NetworkMode::analytical);
+      const workloads::Timeline b = test::simulate_on(merged, test::pipeline_world(), sim::NetworkMode::analytical);
       REQUIRE(b.step_time < a.step_time);
       // One GPU does one GPU's work: its kernels, alone, took no longer.
       for (int rank : {0, merged.ranks - 1}) {
@@ -354,7 +355,7 @@ TEST_CASE("the plan field and the launch flags are read, and refused where Megat
   // Full recompute, which the training config sets.
   StepConfig config = moe_step(1, 1, 16, 4, true);
   config.training.recompute = Recompute::full;
-  REQUIRE_THROWS_WITH(compile_step(config),
+  REQUIRE_THROWS_WITH(compile(config),
                       Catch::Contains("training.json: recompute: full recompute cannot run with the plan's "
                                       "experts.overlap_expert_parallel_comm"));
 

@@ -9,9 +9,10 @@
 // the tensor and the data rank.
 #include "fixtures.h"
 #include "pipeline_checks.h"
-#include "workloads/megatron_args.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
 
 #include <catch2/catch.hpp>
 
@@ -60,12 +61,12 @@ RankTotals totals(const Program& program, int rank) {
 
 TEST_CASE("context parallelism: 1/c of the work on c times the micro-batches, keys and values around the ring",
           "[megatron][context]") {
-  const Program plain = compile_step(context_parallel(1, 2));
+  const Program plain = compile(context_parallel(1, 2));
   for (const int c : {2, 4}) {
     INFO("context " << c);
     // The global batch stays put: 16 / (2 c) replicas take 2 c sequences each.
     const StepConfig config = context_parallel(c, 2 * c);
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     REQUIRE(program.ranks == kGpus);
     REQUIRE(micro_batches_per_step(config) == 2 * c);
@@ -94,7 +95,7 @@ TEST_CASE("context parallelism: 1/c of the work on c times the micro-batches, ke
 
 TEST_CASE("each attention block after the first waits for the exchange that brought its keys and values",
           "[megatron][context]") {
-  const Program program = compile_step(context_parallel(4, 8));
+  const Program program = compile(context_parallel(4, 8));
   const auto& ops = program.program_of(0).ops;
   const int ring = [&] {
     for (std::size_t i = 0; i < program.communicators.size(); ++i) {
@@ -125,10 +126,10 @@ TEST_CASE("each attention block after the first waits for the exchange that brou
 TEST_CASE("context parallelism is refused where it is not modelled, naming why", "[megatron][context][input]") {
   StepConfig unfused = context_parallel(2, 4);
   unfused.training.flash_attention = false;
-  REQUIRE_THROWS_WITH(compile_step(unfused), Catch::Contains("flash"));
+  REQUIRE_THROWS_WITH(compile(unfused), Catch::Contains("flash"));
   StepConfig uneven = context_parallel(2, 4);
   uneven.training.sequence_length = 510;  // not a multiple of 2 c = 4
-  REQUIRE_THROWS_WITH(compile_step(uneven), Catch::Contains("sequence_length (510)"));
+  REQUIRE_THROWS_WITH(compile(uneven), Catch::Contains("sequence_length (510)"));
   nlohmann::json zero_pipeline = nlohmann::json::parse(R"({
     "name": "zpp", "system": "zero_pipeline", "factors": {"parameters": 8, "gradients": 8, "optimizer": 8},
     "secondary_parameter_group": 1,

@@ -1,5 +1,6 @@
-#include "topology/json_input.h"
-#include "workloads/deepspeed_config.h"
+#include "topology/base/json_input.h"
+#include "workloads/import/deepspeed_config.h"
+#include "workloads/import/model_file.h"
 
 #include <catch2/catch.hpp>
 
@@ -70,7 +71,7 @@ TEST_CASE("MiCS and ZeRO++ settings pick those systems", "[deepspeed]") {
   REQUIRE(mics.plan.hierarchical_parameter_gather);
   REQUIRE(import(R"({"zero_optimization": {"stage": 3, "mics_shard_size": -1}})").plan.system == ShardingSystem::zero);
   const auto zeropp = import(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})");
-  REQUIRE(zeropp.plan.system == ShardingSystem::zeropp);
+  REQUIRE(zeropp.plan.system == ShardingSystem::zero_plus_plus);
   REQUIRE(zeropp.plan.secondary_parameter_group == 8);
 }
 

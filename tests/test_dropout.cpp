@@ -6,11 +6,12 @@
 #include "fixtures.h"
 #include "pipeline_checks.h"
 #include "sim/step/step_simulator.h"
-#include "topology/json_input.h"
-#include "workloads/activation_memory.h"
-#include "workloads/megatron_args.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "topology/base/json_input.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/kernels/transformer_kernels.h"
+#include "workloads/memory/activation_memory.h"
 
 #include <catch2/catch.hpp>
 
@@ -110,8 +111,8 @@ TEST_CASE("on one GPU the step grows by dropout's bytes over the HBM bandwidth",
     config.plan = load_plan("zero0");
     config.data_parallel = 1;
     config.gpus_per_node = 8;
-    const Program program = compile_step(config);
-    const auto timeline = sim::simulate_step(program, world.cluster(), world.router(), world.profile(), {});
+    const Program program = compile(config);
+    const auto timeline = sim::simulate(program, world.cluster(), world.router(), world.profile(), {});
     return seconds_from_picoseconds(timeline.step_time);
   };
   for (const Recompute recompute : {Recompute::none, Recompute::full}) {

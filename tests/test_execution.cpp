@@ -3,18 +3,21 @@
 // timelines, the HDF5 round trip, the comparison and the plot.
 // (The executor itself runs under mpirun: test_executor_mpi.cpp and
 // cpu_execution_loop.sh.)
+#include "calib/executor/measured_timeline.h"
 #include "fixtures.h"
-#include "sim/step/chrome_trace.h"
-#include "sim/step/hdf5_timeline.h"
-#include "sim/step/measured_timeline.h"
-#include "sim/step/step_report.h"
+#include "sim/report/chrome_trace.h"
+#include "sim/report/hdf5_timeline.h"
+#include "sim/report/step_report.h"
+#include "sim/report/timeline_comparison.h"
+#include "sim/report/timeline_plot.h"
 #include "sim/step/step_simulator.h"
-#include "sim/step/timeline_check.h"
-#include "sim/step/timeline_comparison.h"
-#include "sim/step/timeline_plot.h"
-#include "topology/json_input.h"
-#include "workloads/job_scale.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/json_input.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/job_scale.h"
+#include "workloads/ir/collective_calls.h"
+#include "workloads/ir/timeline.h"
+#include "workloads/ir/timeline_check.h"
 
 #include <catch2/catch.hpp>
 
@@ -46,8 +49,8 @@ const test::World& world() {
   return w;
 }
 
-sim::StepTimeline simulate(const Program& program) {
-  return sim::simulate_step(program, world().cluster(), world().router(), world().profile());
+workloads::Timeline simulate(const Program& program) {
+  return sim::simulate(program, world().cluster(), world().router(), world().profile());
 }
 
 std::vector<int> all_ranks(const Program& program) {
@@ -60,7 +63,7 @@ std::string temporary_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("shardsim-test-execution-" + name)).string();
 }
 
-sim::TimelineFile write_and_read(const std::string& name, const Program& program, const sim::StepTimeline& timeline) {
+sim::TimelineFile write_and_read(const std::string& name, const Program& program, const workloads::Timeline& timeline) {
   const std::string path = temporary_path(name);
   nlohmann::json summary = {{"profile", "a100"}, {"network", "flow"}};
   sim::write_hdf5_timeline(path, program, timeline, all_ranks(program), world().cluster(), summary);
@@ -128,9 +131,9 @@ TEST_CASE("scaling a job shrinks the model and the batch and leaves the plan alo
 }
 
 TEST_CASE("the timeline check passes a simulated step and names each kind of violation", "[execution][check]") {
-  const Program program = compile_step(scaled_config("zero3", 8, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
-  const sim::StepTimeline timeline = simulate(program);
-  REQUIRE(sim::timeline_violations(program, timeline).empty());
+  const Program program = compile(scaled_config("zero3", 8, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
+  const workloads::Timeline timeline = simulate(program);
+  REQUIRE(workloads::timeline_violations(program, timeline).empty());
 
   const auto& ops = program.program_of(1).ops;
   std::size_t with_dep = 0;
@@ -139,20 +142,20 @@ TEST_CASE("the timeline check passes a simulated step and names each kind of vio
   while (ops[collective].kind != OpKind::collective) ++collective;
 
   SECTION("an op that starts before its dependency ends") {
-    sim::StepTimeline broken = timeline;
+    workloads::Timeline broken = timeline;
     const auto dep = ops[with_dep].deps.front();
     broken.ops[1][with_dep].start = timeline.ops[1][dep].end - 1;
-    const auto found = sim::timeline_violations(program, broken);
+    const auto found = workloads::timeline_violations(program, broken);
     REQUIRE_FALSE(found.empty());
     REQUIRE_THAT(found.front(), Catch::Contains("rank 1") && Catch::Contains("before its dependency"));
   }
   SECTION("an op that never ran") {
-    sim::StepTimeline broken = timeline;
+    workloads::Timeline broken = timeline;
     broken.ops[1][with_dep] = {-1, -1};
-    REQUIRE_THAT(sim::timeline_violations(program, broken).front(), Catch::Contains("did not run"));
+    REQUIRE_THAT(workloads::timeline_violations(program, broken).front(), Catch::Contains("did not run"));
   }
   SECTION("a collective member that completes before another issues the call") {
-    sim::StepTimeline broken = timeline;
+    workloads::Timeline broken = timeline;
     // Rank 2 issues this call only after rank 0 finished it (and everything
     // after it on rank 2 moves too, so the stream order still holds).
     const TimePs shift = timeline.ops[0][collective].end - timeline.ops[2][collective].start + 1;
@@ -161,7 +164,7 @@ TEST_CASE("the timeline check passes a simulated step and names each kind of vio
       t.end += shift;
     }
     bool named = false;
-    for (const auto& v : sim::timeline_violations(program, broken, 0, 1000)) {
+    for (const auto& v : workloads::timeline_violations(program, broken, 0, 1000)) {
       named |= v.find("completed it before a member it needs data from issued it") != std::string::npos;
     }
     REQUIRE(named);
@@ -171,9 +174,9 @@ TEST_CASE("the timeline check passes a simulated step and names each kind of vio
 TEST_CASE("a broadcast's root may finish early, its receivers may not", "[execution][check]") {
   StepConfig config = scaled_config("amsp-llama13b", 8, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2");
   config.plan.factors = {1, 1, 8};  // the updated parameters travel by broadcast
-  const Program program = compile_step(config);
-  const sim::StepTimeline timeline = simulate(program);
-  REQUIRE(sim::timeline_violations(program, timeline).empty());
+  const Program program = compile(config);
+  const workloads::Timeline timeline = simulate(program);
+  REQUIRE(workloads::timeline_violations(program, timeline).empty());
   const auto& ops = program.program_of(0).ops;
   std::size_t bcast = 0;
   while (ops[bcast].kind != OpKind::collective || ops[bcast].collective != CollectiveOp::broadcast) ++bcast;
@@ -181,27 +184,27 @@ TEST_CASE("a broadcast's root may finish early, its receivers may not", "[execut
   const auto root = static_cast<std::size_t>(group[static_cast<std::size_t>(ops[bcast].root)]);
   const std::size_t receiver = group[static_cast<std::size_t>(ops[bcast].root) == 0 ? 1 : 0];
   // The same call's op on the root and on a receiver (rank programs may differ).
-  const auto ids = sim::collective_call_ids(program);
+  const auto ids = workloads::collective_call_ids(program);
   const auto op_of_call = [&](std::size_t rank) {
     const auto& mine = ids[rank];
     return static_cast<std::size_t>(std::find(mine.begin(), mine.end(), ids[0][bcast]) - mine.begin());
   };
   const std::size_t at_root = op_of_call(root), at_receiver = op_of_call(receiver);
   const std::string complaint = std::string(1, '\'').append(ops[bcast].name).append("': a member completed");
-  const auto call_message = [&](const sim::StepTimeline& t) {
-    for (const auto& v : sim::timeline_violations(program, t, 0, 1000)) {
+  const auto call_message = [&](const workloads::Timeline& t) {
+    for (const auto& v : workloads::timeline_violations(program, t, 0, 1000)) {
       if (v.find(complaint) != std::string::npos) return true;
     }
     return false;
   };
   SECTION("the root done before a receiver issued: allowed (buffered)") {
-    sim::StepTimeline t = timeline;
+    workloads::Timeline t = timeline;
     t.ops[root][at_root].end = t.ops[root][at_root].start;
     t.ops[receiver][at_receiver].start = t.ops[root][at_root].end + 1;
     REQUIRE_FALSE(call_message(t));
   }
   SECTION("a receiver done before the root issued: impossible") {
-    sim::StepTimeline t = timeline;
+    workloads::Timeline t = timeline;
     auto& at = t.ops[root][at_root];
     const TimePs length = at.end - at.start;
     at.start = t.ops[receiver][at_receiver].end + 1;
@@ -213,9 +216,9 @@ TEST_CASE("a broadcast's root may finish early, its receivers may not", "[execut
 TEST_CASE("memory peaks recomputed from a timeline equal the simulator's", "[execution][memory]") {
   for (const std::string plan : {"zero1", "zero3", "mics-8"}) {
     INFO(plan);
-    const Program program = compile_step(scaled_config(plan, 16, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
-    const sim::StepTimeline timeline = simulate(program);
-    const auto peaks = sim::memory_peaks(program, timeline);
+    const Program program = compile(scaled_config(plan, 16, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
+    const workloads::Timeline timeline = simulate(program);
+    const auto peaks = workloads::memory_peaks(program, timeline);
     REQUIRE(peaks.size() == timeline.peak_memory.size());
     for (std::size_t r = 0; r < peaks.size(); ++r) {
       REQUIRE(peaks[r].total_bytes == Approx(timeline.peak_memory[r].total_bytes).epsilon(1e-12));
@@ -262,8 +265,8 @@ TEST_CASE("the breakdown of bare intervals, worked by hand", "[execution][breakd
 }
 
 TEST_CASE("compare: a timeline against itself and against one twice as slow", "[execution][compare]") {
-  const Program program = compile_step(scaled_config("zero3", 8, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
-  const sim::StepTimeline timeline = simulate(program);
+  const Program program = compile(scaled_config("zero3", 8, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
+  const workloads::Timeline timeline = simulate(program);
   const sim::TimelineFile predicted = write_and_read("predicted.h5", program, timeline);
   REQUIRE(predicted.ops.size() == program.total_ops());
   REQUIRE(predicted.step_seconds == Approx(seconds_from_picoseconds(timeline.step_time)));
@@ -277,7 +280,7 @@ TEST_CASE("compare: a timeline against itself and against one twice as slow", "[
     REQUIRE(c.predicted_hidden_fraction == c.measured_hidden_fraction);
   }
   SECTION("every time doubled: -50 % everywhere, the same overlap") {
-    sim::StepTimeline slow = timeline;
+    workloads::Timeline slow = timeline;
     for (auto& rank : slow.ops) {
       for (auto& t : rank) {
         t.start *= 2;
@@ -305,7 +308,7 @@ TEST_CASE("compare: a timeline against itself and against one twice as slow", "[
             Approx(c.largest_differences.front().measured_seconds / 2));
   }
   SECTION("a different program is refused, naming the op that differs") {
-    const Program other = compile_step(scaled_config("zero1", 8, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
+    const Program other = compile(scaled_config("zero1", 8, "layers=2,hidden=512,seq=256,vocab=1000,micro_batches=2"));
     const sim::TimelineFile measured = write_and_read("other.h5", other, simulate(other));
     REQUIRE_THROWS_AS(sim::compare_timelines(predicted, measured), InputError);
     REQUIRE_THROWS_WITH(sim::compare_timelines(predicted, measured), Catch::Contains("not the same program"));
@@ -327,20 +330,20 @@ TEST_CASE("compare: a timeline against itself and against one twice as slow", "[
 TEST_CASE("a measured call moves once its last member has issued it, as the simulator has it", "[execution][moving]") {
   // Pipeline stages wait for one another's sends: calls with real waiting.
   StepConfig config = scaled_config("zero-pipeline-pp4", 8, "layers=8,hidden=512,seq=256,vocab=1000,micro_batches=4");
-  const Program program = compile_step(config);
-  const sim::StepTimeline simulated = simulate(program);
-  calib::MeasuredRun run;
+  const Program program = compile(config);
+  const workloads::Timeline simulated = simulate(program);
+  std::vector<std::vector<calib::MeasuredOp>> run;
   for (const auto& rank : simulated.ops) {
-    auto& ops = run.ops.emplace_back();
-    for (const sim::OpTiming& t : rank) ops.push_back({seconds_from_picoseconds(t.start), seconds_from_picoseconds(t.end)});
+    auto& ops = run.emplace_back();
+    for (const workloads::OpTiming& t : rank) ops.push_back({seconds_from_picoseconds(t.start), seconds_from_picoseconds(t.end)});
   }
-  const sim::StepTimeline measured = sim::measured_timeline(program, run);
+  const workloads::Timeline measured = calib::measured_timeline(program, run);
   std::size_t calls = 0, waited = 0;
   for (int r = 0; r < program.ranks; ++r) {
     const auto& ops = program.program_of(r).ops;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      const sim::OpTiming& s = simulated.ops[static_cast<std::size_t>(r)][i];
-      const sim::OpTiming& m = measured.ops[static_cast<std::size_t>(r)][i];
+      const workloads::OpTiming& s = simulated.ops[static_cast<std::size_t>(r)][i];
+      const workloads::OpTiming& m = measured.ops[static_cast<std::size_t>(r)][i];
       if (ops[i].kind != OpKind::collective) {
         REQUIRE(m.moving == -1);
         continue;
@@ -359,33 +362,33 @@ TEST_CASE("a measured call moves once its last member has issued it, as the simu
     const auto& ops = program.program_of(0).ops;
     std::size_t first = 0;
     while (ops[first].kind != OpKind::collective) ++first;
-    const auto ids = sim::collective_call_ids(program);
-    calib::MeasuredRun late = run;
+    const auto ids = workloads::collective_call_ids(program);
+    std::vector<std::vector<calib::MeasuredOp>> late = run;
     double last_issue = 0;
     for (int r = 1; r < program.ranks; ++r) {
       const auto& rank_ids = ids[static_cast<std::size_t>(r)];
       const auto it = std::find(rank_ids.begin(), rank_ids.end(), ids[0][first]);
       if (it == rank_ids.end()) continue;
-      auto& op = late.ops[static_cast<std::size_t>(r)][static_cast<std::size_t>(it - rank_ids.begin())];
-      op.start_seconds = late.ops[0][first].end_seconds + 1e-3;
+      auto& op = late[static_cast<std::size_t>(r)][static_cast<std::size_t>(it - rank_ids.begin())];
+      op.start_seconds = late[0][first].end_seconds + 1e-3;
       op.end_seconds = op.start_seconds + 1e-3;
       last_issue = op.start_seconds;
     }
     REQUIRE(last_issue > 0);
-    const sim::StepTimeline m = sim::measured_timeline(program, late);
+    const workloads::Timeline m = calib::measured_timeline(program, late);
     REQUIRE(m.ops[0][first].moving == m.ops[0][first].start);
   }
 }
 
 TEST_CASE("compare splits a call's time in flight into waiting for peers and moving data", "[execution][compare]") {
   StepConfig config = scaled_config("zero-pipeline-pp4", 8, "layers=8,hidden=512,seq=256,vocab=1000,micro_batches=4");
-  const Program program = compile_step(config);
-  const sim::StepTimeline timeline = simulate(program);
+  const Program program = compile(config);
+  const workloads::Timeline timeline = simulate(program);
   const sim::TimelineFile file = write_and_read("pipeline.h5", program, timeline);
   // The column holds the simulator's moving times.
   std::size_t row = 0;
   for (int r = 0; r < program.ranks; ++r) {
-    for (const sim::OpTiming& t : timeline.ops[static_cast<std::size_t>(r)]) {
+    for (const workloads::OpTiming& t : timeline.ops[static_cast<std::size_t>(r)]) {
       const sim::TimelineOpRow& read = file.ops[row++];
       REQUIRE(read.moving_seconds == (t.moving < 0 ? -1.0 : seconds_from_picoseconds(t.moving)));
     }

@@ -9,10 +9,10 @@
 #include <catch2/catch.hpp>
 
 #include "calib/executor/cpu_executor.h"
-#include "sim/step/measured_timeline.h"
-#include "sim/step/timeline_check.h"
-#include "workloads/job_scale.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/job_scale.h"
+#include "workloads/ir/timeline_check.h"
 
 #include <mpi.h>
 
@@ -42,7 +42,7 @@ Program scaled_program(Plan plan, int micro_batches, int data_parallel = 4,
   config.gpus_per_node = 4;
   apply_job_scale(parse_job_scale(shape + ",micro_batches=" + std::to_string(micro_batches)), data_parallel,
                   config.model, config.training);
-  return compile_step(config);
+  return compile(config);
 }
 
 void require_consistent(const Program& program, const calib::MeasuredRun& run, int measured_steps) {
@@ -53,12 +53,14 @@ void require_consistent(const Program& program, const calib::MeasuredRun& run, i
   std::vector<double> sorted = run.step_seconds;
   std::sort(sorted.begin(), sorted.end());
   REQUIRE(run.step_seconds[static_cast<std::size_t>(run.reported_step)] == sorted[(sorted.size() - 1) / 2]);
-  REQUIRE(run.ops.size() == 4);
-  for (int rank = 0; rank < 4; ++rank) REQUIRE(run.ops[static_cast<std::size_t>(rank)].size() == program.program_of(rank).ops.size());
+  REQUIRE(run.timeline.ops.size() == 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    REQUIRE(run.timeline.ops[static_cast<std::size_t>(rank)].size() == program.program_of(rank).ops.size());
+  }
   REQUIRE(run.shared_clock);  // one host
 
-  const sim::StepTimeline timeline = sim::measured_timeline(program, run);
-  const auto violations = sim::timeline_violations(program, timeline, /*tolerance: 1 us*/ 1'000'000, 1000);
+  const workloads::Timeline& timeline = run.timeline;
+  const auto violations = workloads::timeline_violations(program, timeline, /*tolerance: 1 us*/ 1'000'000, 1000);
   for (const auto& v : violations) UNSCOPED_INFO(v);
   REQUIRE(violations.empty());
   // Kernels take time; GEMMs with real shapes take measurably long.
@@ -118,7 +120,7 @@ TEST_CASE("a program for another number of ranks is refused", "[executor]") {
   config.plan = load_plan("zero1");
   config.data_parallel = 2;
   apply_job_scale(parse_job_scale("layers=1,hidden=128,vocab=512,seq=64,micro_batches=1"), 2, config.model, config.training);
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   REQUIRE_THROWS_WITH(calib::execute_on_cpu(program, {}), Catch::Contains("mpirun -np 2"));
 }
 

@@ -1,8 +1,8 @@
 // The interruption model against a simulation of the process it describes:
 // Poisson failures, segments of work closed by checkpoints, restarts that start
 // over when a failure hits them.
-#include "sim/step/interruptions.h"
-#include "sim/step/training_time.h"
+#include "sim/search/interruptions.h"
+#include "sim/search/training_time.h"
 
 #include <catch2/catch.hpp>
 

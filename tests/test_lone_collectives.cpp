@@ -7,7 +7,7 @@
 #include "sim/step/collective_choices.h"
 #include "sim/step/lone_collectives.h"
 #include "sim/step/step_simulator.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
 
 #include <catch2/catch.hpp>
 
@@ -109,14 +109,14 @@ TEST_CASE("Megatron steps give the same timeline whether lone groups' calls take
   for (const auto& [tensor, pipeline, data] : {std::tuple{8, 2, 1}, std::tuple{4, 2, 2}, std::tuple{2, 2, 4}}) {
     StepConfig config = test::pipeline_step("megatron-dp", 4, data, 4);
     config.plan.model_parallel = {tensor, pipeline, 1, true};
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     INFO("t " << tensor << " p " << pipeline << " d " << data);
     sim::StepSimulationOptions options;
-    const sim::StepTimeline shortcut =
-        sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+    const workloads::Timeline shortcut =
+        sim::simulate(program, world().cluster(), world().router(), world().profile(), options);
     options.lone_shortcut = false;
-    const sim::StepTimeline flows =
-        sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+    const workloads::Timeline flows =
+        sim::simulate(program, world().cluster(), world().router(), world().profile(), options);
     CHECK(shortcut.ops == flows.ops);
     CHECK(shortcut.step_time == flows.step_time);
     REQUIRE(shortcut.link_bytes.size() == flows.link_bytes.size());

@@ -1,7 +1,8 @@
-#include "topology/json_input.h"
-#include "workloads/megatron_args.h"
-#include "workloads/pipeline_split.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/json_input.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/pipeline_split.h"
 
 #include <catch2/catch.hpp>
 
@@ -154,7 +155,7 @@ TEST_CASE("the flags of a bundled plan give that plan", "[megatron-args]") {
   StepConfig imported{load_model("llama-7b"), job.training, plan, job.data_parallel, 8, "args.sh", "args.sh"};
   StepConfig bundled = imported;
   bundled.plan = preset;
-  nlohmann::json a = program_to_json(compile_step(imported)), b = program_to_json(compile_step(bundled));
+  nlohmann::json a = program_to_json(compile(imported)), b = program_to_json(compile(bundled));
   REQUIRE(a["description"]["plan"] != b["description"]["plan"]);
   a.erase("description");
   b.erase("description");

@@ -3,12 +3,12 @@
 // model states under the expert-data-parallel sharding, and simulated steps
 // that run every op once, in order, with the members of each call together.
 #include "pipeline_checks.h"
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
 #include "topology/placement.h"
-#include "topology/presets.h"
-#include "workloads/memory_model.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/memory/memory_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -72,7 +72,7 @@ TEST_CASE("Megatron-LM's expert groups cut each stage's data-parallel GPUs as to
   // Two stages of eight GPUs, ranks 0-7 and 8-15 (tensor 1: rank = dp + 8 pp).
   for (const auto layout : {MoeLayout::expert_data, MoeLayout::data_expert}) {
     INFO(topology::to_string(layout));
-    const Program program = compile_step(megatron_moe_step(2, 8, 4, layout));
+    const Program program = compile(megatron_moe_step(2, 8, 4, layout));
     const topology::MoeGroups stage = topology::moe_groups(8, 4, layout);
     std::vector<std::vector<int>> expert_parallel, expert_data;
     for (int pp = 0; pp < 2; ++pp) {
@@ -90,11 +90,11 @@ TEST_CASE("Megatron-LM's expert groups cut each stage's data-parallel GPUs as to
     REQUIRE(program.description["experts"]["data_parallel"] == 2);
   }
   // Megatron-Core's order tp-cp-ep-dp-pp: an expert-parallel group is ep consecutive ranks.
-  const Program megatron = compile_step(megatron_moe_step(2, 8, 4, MoeLayout::expert_data));
+  const Program megatron = compile(megatron_moe_step(2, 8, 4, MoeLayout::expert_data));
   REQUIRE(test::communicator_named(megatron, "expert_parallel").groups.front() == std::vector<int>{0, 1, 2, 3});
 
   // Experts over a whole stage: each lives on one GPU, with no group to reduce over.
-  const Program whole = compile_step(megatron_moe_step(2, 8, 8, MoeLayout::expert_data));
+  const Program whole = compile(megatron_moe_step(2, 8, 8, MoeLayout::expert_data));
   REQUIRE_THROWS(test::communicator_named(whole, "expert_data_parallel"));
   REQUIRE(whole.description["experts"]["data_parallel"] == 1);
 }
@@ -112,7 +112,7 @@ TEST_CASE("Megatron-LM with expert parallelism: every group's bytes and the opti
   const double T = 512, k = 2, h = 512, e = 2, fp32 = 4;
 
   SECTION("distributed optimizer: reduce-scatters and all-gathers, each group over its own GPUs") {
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     double dense_reduced = 0, dense_gathered = 0;
     for (int pp = 0; pp < p; ++pp) {
       INFO("stage " << pp);
@@ -145,7 +145,7 @@ TEST_CASE("Megatron-LM with expert parallelism: every group's bytes and the opti
   }
   SECTION("without it: all-reduces of the whole gradients, nothing gathered, the optimizer states whole") {
     config.plan.factors = {1, 1, 1};
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     const auto calls = calls_of(program, 0);
     REQUIRE(calls.at({"expert_data_parallel", CollectiveOp::all_reduce}).second ==
             Approx(fp32 * layers_per_stage * experts_per_gpu));
@@ -156,7 +156,7 @@ TEST_CASE("Megatron-LM with expert parallelism: every group's bytes and the opti
             Approx(12 * stage_psi));
   }
   SECTION("experts over the whole stage: their gradients stay where they are") {
-    test::require_expert_states_stay_put(compile_step(megatron_moe_step(p, d, d, MoeLayout::expert_data, m)));
+    test::require_expert_states_stay_put(compile(megatron_moe_step(p, d, d, MoeLayout::expert_data, m)));
   }
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("Megatron-LM MoE steps with expert parallelism run every op once, in o
   cases.push_back(overlapped);
   for (const Case& c : cases) {
     INFO(c.what);
-    const Program program = compile_step(c.config);
+    const Program program = compile(c.config);
     validate_program(program);
     test::require_consistent_step(program, test::pipeline_world());
   }
@@ -237,14 +237,14 @@ TEST_CASE("the all-gather dispatcher gathers the expert-parallel group's tokens 
   // Megatron-LM with the all-gather dispatcher: a consistent step.
   StepConfig config = megatron_moe_step(2, 8, 4, MoeLayout::expert_data);
   config.plan.experts.dispatcher = TokenDispatcher::all_gather;
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   REQUIRE(program.description["experts"]["dispatcher"] == "all_gather");
   test::require_consistent_step(program, test::pipeline_world());
   // And ZeRO-3 with it.
   StepConfig zero3 = test::pipeline_step("zero3", 4, 16, 2);
   zero3.model = small_moe_model();
   zero3.plan.experts = {8, MoeLayout::data_expert, 1.0, TokenDispatcher::all_gather};
-  test::require_consistent_step(compile_step(zero3), test::pipeline_world());
+  test::require_consistent_step(compile(zero3), test::pipeline_world());
 }
 
 TEST_CASE("under tensor parallelism a MoE layer splits its shared experts; the router and the routed experts stay whole",
@@ -297,7 +297,7 @@ TEST_CASE("Megatron-LM with tensor parallelism: experts over a stage's tensor x 
           "[moe][megatron][groups]") {
   // Two stages of 2 x 4 GPUs: ranks 0-7 and 8-15, tensor rank fastest.
   const int p = 2, t = 2, d = 4, m = 4;
-  const Program program = compile_step(megatron_moe_step(p, d, 4, MoeLayout::expert_data, m, 1, t));
+  const Program program = compile(megatron_moe_step(p, d, 4, MoeLayout::expert_data, m, 1, t));
   validate_program(program);
   using Groups = std::vector<std::vector<int>>;
   REQUIRE(sorted(test::communicator_named(program, "expert_parallel").groups) ==
@@ -319,7 +319,7 @@ TEST_CASE("Megatron-LM with tensor parallelism: experts over a stage's tensor x 
 
   // Without expert parallelism each GPU holds all 8 experts, and their
   // gradients are reduced over the stage's 8 GPUs, not the data-parallel 4.
-  const Program local = compile_step(megatron_moe_step(p, d, 1, MoeLayout::expert_data, m, 1, t));
+  const Program local = compile(megatron_moe_step(p, d, 1, MoeLayout::expert_data, m, 1, t));
   REQUIRE_THROWS(test::communicator_named(local, "expert_parallel"));
   REQUIRE(test::communicator_named(local, "expert_data_parallel").groups.front() ==
           std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
@@ -330,7 +330,7 @@ TEST_CASE("Megatron-LM with tensor parallelism: experts over a stage's tensor x 
 TEST_CASE("expert parallelism a Megatron-LM stage cannot take, or ZeroPP, is refused with the field",
           "[moe][megatron][errors]") {
   // 8 experts over 8 of a stage's 4 data-parallel GPUs.
-  REQUIRE_THROWS_WITH(compile_step(megatron_moe_step(2, 4, 8, MoeLayout::expert_data)),
+  REQUIRE_THROWS_WITH(compile(megatron_moe_step(2, 4, 8, MoeLayout::expert_data)),
                       Catch::Contains("plan.json: experts.parallel: 8 does not divide the 4 GPUs of a pipeline stage"));
   REQUIRE_THROWS_WITH(estimate_step_memory(megatron_moe_step(2, 4, 8, MoeLayout::expert_data)),
                       Catch::Contains("experts.parallel"));

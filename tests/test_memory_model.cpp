@@ -1,5 +1,6 @@
-#include "topology/json_input.h"
-#include "workloads/memory_model.h"
+#include "topology/base/json_input.h"
+#include "workloads/import/model_file.h"
+#include "workloads/memory/memory_model.h"
 
 #include <catch2/catch.hpp>
 

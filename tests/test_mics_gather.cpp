@@ -6,7 +6,7 @@
 // plan switch is MiCS's alone.
 #include "fixtures.h"
 #include "pipeline_checks.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
 
 #include <catch2/catch.hpp>
 
@@ -46,8 +46,8 @@ TEST_CASE("MiCS's hierarchical gather: 1/G of each module across nodes, then the
           "[step][mics]") {
   const StepConfig config = mics16(true);
   const double psi = static_cast<double>(count_parameters(config.model).total()), e = 2;
-  const Program flat = compile_step(mics16(false));
-  const Program program = compile_step(config);
+  const Program flat = compile(mics16(false));
+  const Program program = compile(config);
   validate_program(program);
   // Flat: the forward and the backward gather Psi over the 16 GPUs of the group.
   REQUIRE(gathered_bytes_sent(flat, 9, "parameters") == Approx(2 * e * psi * 15 / 16));
@@ -70,7 +70,7 @@ TEST_CASE("MiCS's hierarchical gather: 1/G of each module across nodes, then the
   SECTION("a group inside one node has nothing to gather across nodes") {
     StepConfig mics8 = test::pipeline_step("mics-8", 2, 32, 1);
     mics8.plan.hierarchical_parameter_gather = true;
-    for (const Communicator& c : compile_step(mics8).communicators) REQUIRE(c.name != "parameters_inter_node");
+    for (const Communicator& c : compile(mics8).communicators) REQUIRE(c.name != "parameters_inter_node");
   }
 }
 

@@ -7,10 +7,11 @@
 // once a step; what is refused, and simulated steps that are consistent.
 #include "pipeline_checks.h"
 #include "topology/placement.h"
-#include "workloads/hf_config.h"
-#include "workloads/model_flops.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/hf_config.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/model_flops.h"
+#include "workloads/kernels/transformer_kernels.h"
 
 #include <catch2/catch.hpp>
 
@@ -246,7 +247,7 @@ TEST_CASE("a step of an MLA model with MoE layers runs every op once, in order, 
     config.model.moe.shared_expert_ffn_hidden = 704;
     config.model.moe.first_dense_layers = 1;
     config.plan.experts = {8, topology::MoeLayout::expert_data};
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     test::require_consistent_step(program, test::pipeline_world());
   }
 }
@@ -270,7 +271,7 @@ TEST_CASE("Megatron-LM runs an MLA model with MoE layers under tensor, context a
     mp.pipeline = 2;
     mp.context = context;
     config.plan.experts = {4, topology::MoeLayout::expert_data};
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     test::require_consistent_step(program, test::pipeline_world());
 
     // One layer a stage: layer 0 dense, layer 1 MoE with its router (h x 8)

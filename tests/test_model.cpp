@@ -1,6 +1,7 @@
-#include "topology/json_input.h"
-#include "workloads/hf_config.h"
-#include "workloads/model.h"
+#include "topology/base/json_input.h"
+#include "workloads/import/hf_config.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/model.h"
 
 #include <catch2/catch.hpp>
 

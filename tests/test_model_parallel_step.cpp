@@ -8,12 +8,12 @@
 #include "fixtures.h"
 #include "pipeline_checks.h"
 #include "sim/step/step_simulator.h"
-#include "sim/step/timeline_check.h"
-#include "topology/json_input.h"
-#include "topology/presets.h"
-#include "workloads/activation_memory.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/ir/timeline_check.h"
+#include "workloads/memory/activation_memory.h"
 
 #include <catch2/catch.hpp>
 
@@ -64,7 +64,7 @@ TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence pa
   const double T = 512, h = 512, e = 2;
   for (int t : {2, 4, 8}) {
     INFO("t " << t);
-    const Program plain = compile_step(megatron(t, 1, 1, m));
+    const Program plain = compile(megatron(t, 1, 1, m));
     validate_program(plain);
     const double share = 2.0 * (t - 1) / t;  // a ring all-reduce sends this much of its buffer
     // Per micro-batch: attention and MLP each all-reduce forward and
@@ -73,7 +73,7 @@ TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence pa
     const double expected = m * ((4.0 * L + 2) * share * T * h * e + 3 * share * 4 * T);
     for (int rank = 0; rank < t; ++rank) REQUIRE(tensor_parallel_bytes_sent(plain, rank) == Approx(expected).epsilon(1e-12));
 
-    const Program sp = compile_step(megatron(t, 1, 1, m, true));
+    const Program sp = compile(megatron(t, 1, 1, m, true));
     validate_program(sp);
     // One all-gather per column-parallel GEMM (QKV, gate/up, LM head) again in backward.
     const double regathered = m * (2.0 * L + 1) * (t - 1.0) / t * T * h * e;
@@ -85,7 +85,7 @@ TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence pa
 }
 
 TEST_CASE("tensor parallelism splits every GEMM's FLOPs and the parameters t ways, norms whole", "[megatron][compute]") {
-  const Program whole = compile_step(megatron(1, 1, 1, 2));
+  const Program whole = compile(megatron(1, 1, 1, 2));
   const double whole_gemm_flops = gemm_flops(whole, 0);
   const ModelSpec model = test::small_pipeline_model(4);
   const double psi = static_cast<double>(count_parameters(model).total());
@@ -97,7 +97,7 @@ TEST_CASE("tensor parallelism splits every GEMM's FLOPs and the parameters t way
     REQUIRE(partition.stage_parameters.front() * t - (t - 1) * norms == Approx(psi).epsilon(1e-12));
     // GEMM and attention FLOPs split exactly; element-wise work on whole
     // hidden states (norms, residuals) is repeated on every GPU.
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     double split = 0, repeated_whole = 0, repeated_split = 0;
     for (const Op& op : program.programs.front().ops) {
       if (op.kind != OpKind::compute) continue;
@@ -148,11 +148,11 @@ TEST_CASE("under 1F1B stage s holds p - s micro-batches of activations at its pe
           "[megatron][pipeline][memory]") {
   const int p = 4, m = 8;
   const StepConfig config = megatron(2, p, 2, m);  // 16 GPUs
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   validate_program(program);
   REQUIRE(program.programs.size() == static_cast<std::size_t>(p));
   const ModelParallelPartition partition = partition_model(config);
-  const sim::StepTimeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
+  const workloads::Timeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
   REQUIRE_FALSE(timeline.out_of_memory);
   const std::vector<MemoryBreakdown> estimate = estimate_stage_memory(config);
   const ModelParallelLayout layout{2, 2, p};
@@ -178,10 +178,10 @@ TEST_CASE("a micro-batch group of N lets interleaving run m not a multiple of p,
   // 2 stages x 2 chunks, 3 micro-batches: refused in groups of p = 2, run in
   // one group of 3 (Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage).
   StepConfig config = megatron(1, 2, 8, 3, false, 2);  // 16 GPUs, 8 layers
-  REQUIRE_THROWS_WITH(compile_step(config),
+  REQUIRE_THROWS_WITH(compile(config),
                       Catch::Contains("training.json: global_batch") && Catch::Contains("microbatch_group_size"));
   config.plan.model_parallel.microbatch_group_size = 3;
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   validate_program(program);
   test::require_boundary_sends(program, config, 2.0 * 512 * 512);
   test::require_consistent_step(program, world());
@@ -202,7 +202,7 @@ TEST_CASE("a micro-batch group of N lets interleaving run m not a multiple of p,
   const std::vector<double> expected = {3 * chunk_bytes(0, 0) + 3 * chunk_bytes(0, 1),
                                         3 * chunk_bytes(1, 0) + chunk_bytes(1, 1)};
   const std::vector<MemoryBreakdown> estimate = estimate_stage_memory(config);
-  const sim::StepTimeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
+  const workloads::Timeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
   const ModelParallelLayout layout{1, 8, 2};
   for (int s = 0; s < 2; ++s) {
     INFO("stage " << s);
@@ -215,10 +215,10 @@ TEST_CASE("a micro-batch group of N lets interleaving run m not a multiple of p,
   // A group that leaves a short last one is the plan's fault.
   config = megatron(1, 2, 2, 11, false, 2);              // 11 micro-batches
   config.plan.model_parallel.microbatch_group_size = 5;  // 5, 5 and 1
-  REQUIRE_THROWS_WITH(compile_step(config), Catch::Contains("plan.json: model_parallel.microbatch_group_size") &&
+  REQUIRE_THROWS_WITH(compile(config), Catch::Contains("plan.json: model_parallel.microbatch_group_size") &&
                                                 Catch::Contains("last group of 1"));
   config.plan.model_parallel.microbatch_group_size = 4;  // 4, 4 and 3
-  test::require_consistent_step(compile_step(config), world());
+  test::require_consistent_step(compile(config), world());
 }
 
 TEST_CASE("both of Megatron's rank orders number every (tp, data, pp) once and invert", "[megatron]") {
@@ -255,7 +255,7 @@ TEST_CASE("rank order tp-cp-pp-dp keeps each pipeline on consecutive ranks and p
     const bool data_outermost = order == RankOrder::tp_cp_pp_dp;
     INFO((data_outermost ? "tp-cp-pp-dp" : "tp-cp-dp-pp"));
     config.plan.model_parallel.rank_order = order;
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     const Communicator& data = test::communicator_named(program, "data_parallel");
     REQUIRE(data.group_of(0) == (data_outermost ? std::vector<int>{0, 4, 8, 12} : std::vector<int>{0, 2, 4, 6}));
@@ -277,7 +277,7 @@ TEST_CASE("rank order tp-cp-pp-dp keeps each pipeline on consecutive ranks and p
   config = megatron(2, 2, 2, 4);
   config.plan.model_parallel.context = 2;
   config.plan.model_parallel.rank_order = RankOrder::tp_cp_pp_dp;
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   REQUIRE(program.ranks == 16);
   REQUIRE(test::communicator_named(program, "context_parallel").group_of(0) == std::vector<int>{0, 2});
   REQUIRE(test::communicator_named(program, "data_parallel").group_of(0) == std::vector<int>{0, 2, 8, 10});
@@ -292,7 +292,7 @@ TEST_CASE("a Megatron step runs every op once, after its dependencies, sends mee
                                    megatron(1, 4, 4, 4), megatron(4, 1, 4, 2), recompute}) {
     const ModelParallelism& mp = config.plan.model_parallel;
     INFO("t " << mp.tensor << " p " << mp.pipeline << " v " << mp.virtual_stages << " d " << config.data_parallel);
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     REQUIRE(program.ranks == 16);
     // Sends: one 512-token hidden state a boundary, split t ways under sequence parallelism.
@@ -321,9 +321,9 @@ TEST_CASE("without gradient-accumulation fusion every micro-batch adds its gradi
   for (const auto& [t, p, v] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {2, 2, 1}, {1, 4, 2}}) {
     INFO("t " << t << " p " << p << " v " << v);
     StepConfig config = megatron(t, p, 16 / (t * p), 4, false, v);
-    const Program fused = compile_step(config);
+    const Program fused = compile(config);
     config.plan.model_parallel.gradient_accumulation_fusion = false;
-    const Program unfused = compile_step(config);
+    const Program unfused = compile(config);
     const ModelParallelPartition partition = partition_model(config);
     REQUIRE(partition.gradient_bytes_per_value == 4);
     for (int stage = 0; stage < p; ++stage) {
@@ -364,7 +364,7 @@ TEST_CASE("scatter/gather sends each tensor-parallel rank's 1/t of a pipeline te
     INFO("t " << t << " p " << p << " v " << v);
     StepConfig config = megatron(t, p, 16 / (t * p), 4, false, v);
     config.plan.model_parallel.scatter_gather_pipeline_tensors = true;
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     test::require_boundary_sends(program, config, hidden_state / t);
     // Every stage receives (p v - 1) / p boundaries' worth each way: with
     // p = 2, v chunks, stage 0 takes v gradients and v - 1 activations per
@@ -381,7 +381,7 @@ TEST_CASE("scatter/gather sends each tensor-parallel rank's 1/t of a pipeline te
   SECTION("under sequence parallelism the tensor is split already: nothing changes") {
     StepConfig config = megatron(2, 2, 4, 4, true);
     config.plan.model_parallel.scatter_gather_pipeline_tensors = true;
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     test::require_boundary_sends(program, config, hidden_state / 2);
     REQUIRE(gathers(program, 0).first == 0);
     REQUIRE_FALSE(program.description.contains("scatter_gather_pipeline_tensors"));
@@ -390,21 +390,21 @@ TEST_CASE("scatter/gather sends each tensor-parallel rank's 1/t of a pipeline te
 
 TEST_CASE("Megatron plans that cannot run are refused naming the file and the field", "[megatron][input]") {
   StepConfig layers = megatron(1, 3, 1, 3);  // 4 layers over 3 stages
-  REQUIRE_THROWS_WITH(compile_step(layers), Catch::Contains("plan.json: model_parallel") && Catch::Contains("4 layers"));
+  REQUIRE_THROWS_WITH(compile(layers), Catch::Contains("plan.json: model_parallel") && Catch::Contains("4 layers"));
   StepConfig interleaved = megatron(1, 2, 1, 3, false, 2);  // 3 micro-batches over 2 stages
-  REQUIRE_THROWS_WITH(compile_step(interleaved), Catch::Contains("training.json: global_batch"));
+  REQUIRE_THROWS_WITH(compile(interleaved), Catch::Contains("training.json: global_batch"));
   StepConfig heads = megatron(16, 1, 1, 1);
   heads.gpus_per_node = 16;
-  REQUIRE_THROWS_WITH(compile_step(heads), Catch::Contains("heads (8) must divide over the 16"));
+  REQUIRE_THROWS_WITH(compile(heads), Catch::Contains("heads (8) must divide over the 16"));
   // Sequence parallelism splits the sequence over the tensor-parallel group;
   // without it, and without context parallelism, any length runs.
   StepConfig odd = megatron(4, 1, 1, 1, true);
   odd.training.sequence_length += 2;
-  REQUIRE_THROWS_WITH(compile_step(odd), Catch::Contains("sequence_length (" + std::to_string(odd.training.sequence_length) +
+  REQUIRE_THROWS_WITH(compile(odd), Catch::Contains("sequence_length (" + std::to_string(odd.training.sequence_length) +
                                                          ") must divide over the 4 sequence-parallel GPUs"));
   odd.plan.model_parallel.sequence_parallel = false;
   odd.training.sequence_length += 1;
-  REQUIRE(compile_step(odd).ranks == 4);
+  REQUIRE(compile(odd).ranks == 4);
   REQUIRE_THROWS_WITH(data_parallel_size(load_plan("megatron-tp8-sp"), 16, 4, "plan.json"),
                       Catch::Contains("plan.json: model_parallel.tensor"));
   REQUIRE_THROWS_WITH(data_parallel_size(load_plan("megatron-tp4-pp4"), 24, 8, "plan.json"),

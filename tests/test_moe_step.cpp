@@ -4,13 +4,14 @@
 // the expert factors, and simulated steps that are consistent and put the
 // traffic where each layout says.
 #include "pipeline_checks.h"
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
 #include "topology/placement.h"
-#include "topology/presets.h"
-#include "workloads/memory_model.h"
-#include "workloads/model_flops.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/model_flops.h"
+#include "workloads/kernels/transformer_kernels.h"
+#include "workloads/memory/memory_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -47,7 +48,7 @@ double routed_parameters(const ModelSpec& model) {
 }
 
 // Summed durations of rank 0's calls on the communicator named `name`.
-double seconds_on(const Program& program, const sim::StepTimeline& timeline, const std::string& name) {
+double seconds_on(const Program& program, const workloads::Timeline& timeline, const std::string& name) {
   double total = 0;
   const auto& ops = program.program_of(0).ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -153,7 +154,7 @@ TEST_CASE("shared experts run as one MLP of their summed width beside the router
 TEST_CASE("E+D and D+E compile into the expert groups topology::moe_groups places", "[moe][groups]") {
   for (const auto layout : {topology::MoeLayout::expert_data, topology::MoeLayout::data_expert}) {
     INFO(topology::to_string(layout));
-    const Program program = compile_step(moe_step("zero3", 16, 8, layout, 2));
+    const Program program = compile(moe_step("zero3", 16, 8, layout, 2));
     const topology::MoeGroups groups = topology::moe_groups(16, 8, layout);
     REQUIRE(test::communicator_named(program, "expert_parallel").groups == groups.expert_parallel);
     // ZeRO-3 shards each expert over the ranks holding it, the dense modules over all.
@@ -178,24 +179,24 @@ TEST_CASE("model states per GPU: dense ones under the plan's factors, routed exp
     return program.programs.front().resident_bytes[static_cast<std::size_t>(category)];
   };
   SECTION("ZeRO-1, experts over 4: every rank keeps its experts whole, the optimizer shards over 16 and 4") {
-    const Program program = compile_step(moe_step("zero1", n, 4, topology::MoeLayout::expert_data));
+    const Program program = compile(moe_step("zero1", n, 4, topology::MoeLayout::expert_data));
     REQUIRE(resident(program, MemoryCategory::parameters) == Approx(2 * (dense + routed / 4)));
     REQUIRE(resident(program, MemoryCategory::optimizer_states) == Approx(12 * (dense / n + routed / 4 / 4)));
   }
   SECTION("ZeRO-3, experts over 4: each expert over the 4 ranks holding it, 2 Psi / N in all") {
-    const Program program = compile_step(moe_step("zero3", n, 4, topology::MoeLayout::data_expert));
+    const Program program = compile(moe_step("zero3", n, 4, topology::MoeLayout::data_expert));
     REQUIRE(resident(program, MemoryCategory::parameters) == Approx(2 * psi / n));
     REQUIRE(resident(program, MemoryCategory::optimizer_states) == Approx(12 * psi / n));
   }
   SECTION("MiCS-8, experts over 4: f = 8 becomes gcd(8, 4) = 4 for the experts") {
-    const Program program = compile_step(moe_step("mics-8", n, 4, topology::MoeLayout::data_expert));
+    const Program program = compile(moe_step("mics-8", n, 4, topology::MoeLayout::data_expert));
     REQUIRE(program.description["experts"]["factors"]["parameters"] == 4);
     REQUIRE(resident(program, MemoryCategory::parameters) == Approx(2 * (dense / 8 + routed / 4 / 4)));
   }
   SECTION("ZeRO-3, experts over all 16: each expert lives on one rank, nothing of it is gathered") {
-    const Program program = compile_step(moe_step("zero3", n, 8, topology::MoeLayout::expert_data));
+    const Program program = compile(moe_step("zero3", n, 8, topology::MoeLayout::expert_data));
     REQUIRE(resident(program, MemoryCategory::parameters) == Approx(2 * (dense / n + routed / 8 / 2)));
-    test::require_expert_states_stay_put(compile_step(moe_step("zero3", 8, 8, topology::MoeLayout::expert_data)));
+    test::require_expert_states_stay_put(compile(moe_step("zero3", 8, 8, topology::MoeLayout::expert_data)));
   }
 }
 
@@ -206,7 +207,7 @@ TEST_CASE("MoE steps run every op once, after its dependencies, under every data
     for (const auto& [ep, layout] : {std::pair{1, MoeLayout::expert_data}, std::pair{8, MoeLayout::expert_data},
                                      std::pair{4, MoeLayout::data_expert}}) {
       INFO(plan << ", experts over " << ep << " " << topology::to_string(layout));
-      const Program program = compile_step(moe_step(plan, 16, ep, layout, 2));
+      const Program program = compile(moe_step(plan, 16, ep, layout, 2));
       validate_program(program);
       test::require_consistent_step(program, test::pipeline_world());
     }
@@ -218,11 +219,11 @@ TEST_CASE("MoE steps run every op once, after its dependencies, under every data
     pipeline.plan.model_parallel.tensor = 1;
     pipeline.model.layers = layers;
     if (pipeline.plan.system == ShardingSystem::zero_pipeline) pipeline.plan.factors = {4, 4, 4};  // over 4 GPUs a stage
-    test::require_consistent_step(compile_step(pipeline), test::pipeline_world());
+    test::require_consistent_step(compile(pipeline), test::pipeline_world());
   }
   StepConfig recompute = moe_step("zero3", 16, 8, MoeLayout::data_expert);
   recompute.training.recompute = Recompute::full;
-  const Program program = compile_step(recompute);
+  const Program program = compile(recompute);
   test::require_consistent_step(program, test::pipeline_world());
   // The whole layer is rebuilt before its experts' backward, all-to-alls included.
   int recomputed_all_to_alls = 0;
@@ -238,7 +239,7 @@ TEST_CASE("E+D keeps the all-to-all inside a node and sends expert gradients acr
   // nodes and each expert's two replicas sit on different nodes; D+E: the two
   // replicas share a node and each all-to-all group spans both.
   const auto step = [](topology::MoeLayout layout) {
-    const Program program = compile_step(moe_step("zero1", 16, 8, layout));
+    const Program program = compile(moe_step("zero1", 16, 8, layout));
     return std::pair{program, test::simulate_on(program, test::pipeline_world(), sim::NetworkMode::flow)};
   };
   const auto [ed, ed_timeline] = step(topology::MoeLayout::expert_data);
@@ -255,10 +256,10 @@ TEST_CASE("expert parallelism that does not fit the model, the GPUs or the syste
           "[moe][errors]") {
   StepConfig dense = test::pipeline_step("zero3", 2, 16, 1);
   dense.plan.experts.parallel = 8;
-  REQUIRE_THROWS_WITH(compile_step(dense), Catch::Contains("plan.json: experts.parallel: the model has no MoE layers"));
-  REQUIRE_THROWS_WITH(compile_step(moe_step("zero3", 16, 16, topology::MoeLayout::expert_data)),
+  REQUIRE_THROWS_WITH(compile(dense), Catch::Contains("plan.json: experts.parallel: the model has no MoE layers"));
+  REQUIRE_THROWS_WITH(compile(moe_step("zero3", 16, 16, topology::MoeLayout::expert_data)),
                       Catch::Contains("experts.parallel: 16 does not divide the model's 8 routed experts"));
-  REQUIRE_THROWS_WITH(compile_step(moe_step("zero3", 12, 8, topology::MoeLayout::expert_data)),
+  REQUIRE_THROWS_WITH(compile(moe_step("zero3", 12, 8, topology::MoeLayout::expert_data)),
                       Catch::Contains("experts.parallel: 8 does not divide the 12 data-parallel GPUs"));
   REQUIRE_THROWS_WITH(estimate_step_memory(moe_step("zero3", 12, 8, topology::MoeLayout::expert_data)),
                       Catch::Contains("experts.parallel"));
@@ -277,6 +278,6 @@ TEST_CASE("expert parallelism that does not fit the model, the GPUs or the syste
   StepConfig tensor = moe_step("megatron-tp4-pp4", 1, 1, topology::MoeLayout::expert_data);
   tensor.model.layers = 4;  // one per pipeline stage
   tensor.plan.model_parallel.sequence_parallel = false;
-  REQUIRE_THROWS_WITH(compile_step(tensor), Catch::Contains("MoE layers under tensor parallelism need sequence "
+  REQUIRE_THROWS_WITH(compile(tensor), Catch::Contains("MoE layers under tensor parallelism need sequence "
                                                             "parallelism"));
 }

@@ -4,12 +4,13 @@
 // small model; its place on the pipeline's last virtual stage; and steps
 // with it that run every op once, after its dependencies.
 #include "pipeline_checks.h"
-#include "workloads/activation_memory.h"
-#include "workloads/megatron_args.h"
-#include "workloads/model_flops.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/model_flops.h"
+#include "workloads/kernels/transformer_kernels.h"
+#include "workloads/memory/activation_memory.h"
 
 #include <catch2/catch.hpp>
 
@@ -226,7 +227,7 @@ TEST_CASE("Megatron pipeline steps with MTP run every op once; the last stage ho
   // The last stage looks the tokens up in its own copy of the embedding,
   // whose gradient it all-reduces with the first stage's.
   REQUIRE(partition.tied_embedding_parameters == kVocab * kHidden / 2);
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   validate_program(program);
   REQUIRE(program.description.at("mtp_layers") == 1);
   std::size_t embedding_reductions = 0;
@@ -239,7 +240,7 @@ TEST_CASE("Megatron pipeline steps with MTP run every op once; the last stage ho
   test::require_consistent_step(program, test::pipeline_world());
   // Full recompute runs the depth's projection again, its calls included.
   config.training.recompute = Recompute::full;
-  const Program recomputed = compile_step(config);
+  const Program recomputed = compile(config);
   validate_program(recomputed);
   test::require_consistent_step(recomputed, test::pipeline_world());
 
@@ -258,7 +259,7 @@ TEST_CASE("a ZeRO-3 step with MTP gathers the borrowed embedding again and runs 
   StepConfig config = test::pipeline_step("zero3", 4, 16, 1);
   config.model = with_mtp(config.model, 1);
   config.training.recompute = Recompute::full;
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   validate_program(program);
   test::require_consistent_step(program, test::pipeline_world());
 }

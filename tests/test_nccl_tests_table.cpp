@@ -1,11 +1,12 @@
+#include "calib/nccl_tests_table.h"
 #include "sim/collective_sweep.h"
-#include "sim/nccl_tests_table.h"
 
 #include <catch2/catch.hpp>
 
 #include <sstream>
 
-using namespace shardsim::sim;
+using namespace shardsim::calib;
+using shardsim::sim::geometric_sizes;
 using shardsim::workloads::CollectiveOp;
 
 TEST_CASE("bus bandwidth factors are nccl-tests'", "[nccl_tests]") {

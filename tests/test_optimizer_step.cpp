@@ -3,9 +3,9 @@
 // unscale, the clipping norm, fused Adam, master weights back into the
 // model's), and the step each compiler emits for its plan's shard.
 #include "pipeline_checks.h"
-#include "workloads/model.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/inputs/model.h"
+#include "workloads/kernels/transformer_kernels.h"
 
 #include <catch2/catch.hpp>
 
@@ -61,17 +61,17 @@ TEST_CASE("each compiler steps its shard: Megatron-LM zeroes its whole gradient 
   SECTION("Megatron-LM's distributed optimizer, bf16: fp32 gradients") {
     StepConfig config = test::pipeline_step("megatron-dp", 2, data, 1);
     const double psi = static_cast<double>(count_parameters(config.model).total());
-    CHECK(optimizer_op(compile_step(config)).hbm_bytes == Approx(38 * psi / data + 4 * psi).epsilon(1e-12));
+    CHECK(optimizer_op(compile(config)).hbm_bytes == Approx(38 * psi / data + 4 * psi).epsilon(1e-12));
   }
   SECTION("Megatron-LM, fp16: fp16 gradients, a loss scale") {
     StepConfig config = test::pipeline_step("megatron-dp", 2, data, 1);
     config.training.fp16 = true;
     const double psi = static_cast<double>(count_parameters(config.model).total());
-    CHECK(optimizer_op(compile_step(config)).hbm_bytes == Approx(52 * psi / data + 2 * psi).epsilon(1e-12));
+    CHECK(optimizer_op(compile(config)).hbm_bytes == Approx(52 * psi / data + 2 * psi).epsilon(1e-12));
   }
   SECTION("ZeRO-3, bf16: bf16 gradients, nothing zeroed") {
     StepConfig config = test::pipeline_step("zero3", 2, data, 1);
     const double psi = static_cast<double>(count_parameters(config.model).total());
-    CHECK(optimizer_op(compile_step(config)).hbm_bytes == Approx(44 * psi / data).epsilon(1e-12));
+    CHECK(optimizer_op(compile(config)).hbm_bytes == Approx(44 * psi / data).epsilon(1e-12));
   }
 }

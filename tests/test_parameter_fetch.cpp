@@ -1,9 +1,10 @@
 // When sharded parameters are gathered and freed: hand-worked DeepSpeed
 // cases, the invariants every policy keeps, and the closed forms of the
 // simple policies on LLaMA-7B.
-#include "topology/json_input.h"
-#include "workloads/memory_model.h"
-#include "workloads/parameter_fetch.h"
+#include "topology/base/json_input.h"
+#include "workloads/import/model_file.h"
+#include "workloads/memory/memory_model.h"
+#include "workloads/memory/parameter_fetch.h"
 
 #include <catch2/catch.hpp>
 

@@ -5,11 +5,12 @@
 // the same placement; and a layout's empty virtual stage, which passes its
 // input on, in a step that runs every op once.
 #include "pipeline_checks.h"
-#include "topology/presets.h"
-#include "workloads/megatron_args.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/pipeline_split.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/pipeline_split.h"
 
 #include <catch2/catch.hpp>
 
@@ -164,7 +165,7 @@ TEST_CASE("an empty virtual stage passes each micro-batch on; the step runs ever
   REQUIRE(partition.virtual_stage_layers == std::vector<int>{1, 2, 0, 1});
   REQUIRE(partition.chunks[0][1].empty());
 
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   validate_program(program);
   REQUIRE(program.description.at("pipeline_layout") == "Et|tt||tL");
   // Every one of the three chunk boundaries is still crossed both ways.

@@ -2,7 +2,7 @@
 // order that never deadlocks, with the published bubbles (Narayanan et al.
 // 2021: (p - 1)(t_f + t_b) for 1F1B, that over v when interleaved) and
 // 1F1B's bound of p - s micro-batches in flight on stage s.
-#include "workloads/pipeline_schedule.h"
+#include "workloads/compile/pipeline_schedule.h"
 
 #include <catch2/catch.hpp>
 

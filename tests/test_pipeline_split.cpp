@@ -6,11 +6,12 @@
 // the embedding and the output layer). Every layer lands in exactly one
 // virtual stage, in order, and the step built on the split runs every op once.
 #include "pipeline_checks.h"
-#include "topology/presets.h"
-#include "workloads/megatron_args.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/pipeline_split.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/pipeline_split.h"
 
 #include <catch2/catch.hpp>
 
@@ -191,7 +192,7 @@ TEST_CASE("the step puts each layer on its virtual stage and runs every op once"
   for (const ModuleWork& module : partition.modules) total += module.parameters;
   REQUIRE(parameters == Approx(total).epsilon(1e-12));
 
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   validate_program(program);
   REQUIRE(program.description.at("virtual_stage_layers") == nlohmann::json({1, 3, 1, 3}));
   test::require_boundary_sends(program, config, 2.0 * 512 * 512);
@@ -207,7 +208,7 @@ TEST_CASE("the step puts each layer on its virtual stage and runs every op once"
   REQUIRE_FALSE(lopsided.chunks[0][0].empty());
   for (std::size_t m : lopsided.chunks[0][0]) REQUIRE(lopsided.modules[m].layer < 0);
   REQUIRE(lopsided.chunks[1][0].size() + lopsided.chunks[0][0].size() == lopsided.modules.size());
-  const Program hollow = compile_step(embedding_only);
+  const Program hollow = compile(embedding_only);
   validate_program(hollow);
   test::require_boundary_sends(hollow, embedding_only, 2.0 * 512 * 512);
   test::require_consistent_step(hollow, test::pipeline_world());
@@ -236,7 +237,7 @@ TEST_CASE("plans carry the split options; ZeroPP's pipeline takes them too", "[p
   zero_pipeline.plan.model_parallel.account_for_embedding = true;
   zero_pipeline.plan.model_parallel.account_for_loss = true;
   REQUIRE(partition_model(zero_pipeline).virtual_stage_layers == std::vector<int>{1, 2, 2, 2, 2, 2, 2, 1});
-  const Program program = compile_step(zero_pipeline);
+  const Program program = compile(zero_pipeline);
   validate_program(program);
   test::require_consistent_step(program, test::pipeline_world());
 }

@@ -8,8 +8,9 @@
 #include "topology/cluster.h"
 #include "topology/placement.h"
 #include "topology/routing.h"
-#include "workloads/job_scale.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/model_file.h"
+#include "workloads/inputs/job_scale.h"
 
 #include <catch2/catch.hpp>
 
@@ -102,16 +103,16 @@ TEST_CASE("leaf-aware placement keeps a 4-node MiCS group off a 2:1 spine and th
   workloads::apply_overlap_level(config.plan, "none");
   config.data_parallel = 64;
   workloads::apply_job_scale(workloads::parse_job_scale("layers=4,micro_batches=1"), 64, config.model, config.training);
-  const workloads::Program program = workloads::compile_step(config);
+  const workloads::Program program = workloads::compile(config);
 
   auto run = [&](PlacementPolicy policy) {
     sim::StepSimulationOptions options;
     options.gpu_of_rank = topology::place_ranks(cluster, 64, policy, 32).gpu_of_rank;
-    return sim::simulate_step(program, cluster, router, profile, options);
+    return sim::simulate(program, cluster, router, profile, options);
   };
-  const sim::StepTimeline scattered = run(PlacementPolicy::scattered);
-  const sim::StepTimeline consecutive = run(PlacementPolicy::consecutive);
-  const sim::StepTimeline packed = run(PlacementPolicy::leaf_aware);
+  const workloads::Timeline scattered = run(PlacementPolicy::scattered);
+  const workloads::Timeline consecutive = run(PlacementPolicy::consecutive);
+  const workloads::Timeline packed = run(PlacementPolicy::leaf_aware);
   INFO("spine bytes scattered " << scattered.spine_bytes << ", consecutive " << consecutive.spine_bytes
                                 << ", leaf-aware " << packed.spine_bytes);
   INFO("step scattered " << scattered.step_time << " ps, consecutive " << consecutive.step_time << " ps, leaf-aware "

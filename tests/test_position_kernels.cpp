@@ -2,7 +2,7 @@
 // layer, read and written once each way; learned positions were added to
 // the embedding and leave the layers alone. Counted by hand.
 #include "pipeline_checks.h"
-#include "workloads/transformer_kernels.h"
+#include "workloads/kernels/transformer_kernels.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 #include "calib/profile.h"
 #include "fixtures.h"
-#include "topology/json_input.h"
-#include "topology/presets.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // program owns, so they outlive the strings and lists they were appended
 // from, the program they were read from (copies share the storage), and a
 // move of the program.
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,7 +4,7 @@
 // for GPUs; their "collectives" wait for every rank, as NCCL's do.
 #include "calib/executor/measured_steps.h"
 #include "calib/executor/rank_threads.h"
-#include "calib/probe/mpi_world.h"
+#include "topology/base/mpi_world.h"
 
 #include <catch2/catch.hpp>
 
@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+using namespace shardsim;
 using namespace shardsim::calib;
 
 namespace {
@@ -96,7 +97,7 @@ class FakeRank final : public RankThreadRun {
   int step_ = 0;
 };
 
-MeasuredRun run_fake(FakeScript& script, const ExecutionOptions& options) {
+MeasuredSteps run_fake(FakeScript& script, const ExecutionOptions& options) {
   Rendezvous rendezvous(script.ranks);
   return run_ranks_in_threads(
       script.ranks, options,
@@ -138,7 +139,7 @@ TEST_CASE("ranks in threads: every step's time is its slowest rank's, timings on
   ExecutionOptions options;
   options.warmup_steps = 1;
   options.measured_steps = 3;
-  const MeasuredRun run = run_fake(script, options);
+  const MeasuredSteps run = run_fake(script, options);
   CHECK(script.connects == 3);
   CHECK(run.backend == "fake");
   CHECK(run.device == "fake device 0");

@@ -5,16 +5,16 @@
 #include "search_fixture.h"
 #include "sim/search/plan_search.h"
 #include "sim/step/step_simulator.h"
+#include "topology/base/json_input.h"
 #include "topology/cluster.h"
-#include "topology/json_input.h"
 #include "topology/routing.h"
-#include "workloads/job_scale.h"
-#include "workloads/memory_model.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/pipeline_split.h"
-#include "workloads/zero_pipeline_step.h"
-#include "workloads/plan.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/compile/zero_pipeline_step.h"
+#include "workloads/inputs/job_scale.h"
+#include "workloads/inputs/pipeline_split.h"
+#include "workloads/inputs/plan.h"
+#include "workloads/memory/memory_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -40,7 +40,7 @@ TEST_CASE("the mirrored estimate equals the analytical simulation of every rank 
     const sim::StepEstimate estimate = search.estimate(program, *found);
     sim::StepSimulationOptions options;
     options.network = sim::NetworkMode::analytical;
-    const sim::StepTimeline all_ranks = sim::simulate_step(program, *tiny.cluster, *tiny.router, tiny.profile, options);
+    const workloads::Timeline all_ranks = sim::simulate(program, *tiny.cluster, *tiny.router, tiny.profile, options);
     INFO(name);
     CHECK(estimate.step_seconds == seconds_from_picoseconds(all_ranks.step_time));
     CHECK(estimate.peak_memory_bytes == all_ranks.peak_memory.front().total_bytes);
@@ -67,7 +67,7 @@ TEST_CASE("on a pipeline, the estimate plays one rank per stage and equals the a
     if (config.plan.model_parallel.pipeline == 8) config.plan.model_parallel.pipeline = 2;  // 8 layers, 2 x 2 chunks
     if (config.plan.system == workloads::ShardingSystem::zero_pipeline) config.plan.factors = {4, 4, 4};
     config.data_parallel = data_parallel;
-    const workloads::Program program = workloads::compile_step(config);
+    const workloads::Program program = workloads::compile(config);
     REQUIRE(program.ranks == 16);
     sim::Candidate candidate;
     candidate.placement = std::make_shared<const topology::Placement>(
@@ -75,9 +75,9 @@ TEST_CASE("on a pipeline, the estimate plays one rank per stage and equals the a
     sim::StepSimulationOptions options;
     options.network = sim::NetworkMode::analytical;
     options.mirror_ranks = true;
-    const sim::StepTimeline mirrored = sim::simulate_step(program, *tiny.cluster, *tiny.router, tiny.profile, options);
+    const workloads::Timeline mirrored = sim::simulate(program, *tiny.cluster, *tiny.router, tiny.profile, options);
     options.mirror_ranks = false;
-    const sim::StepTimeline all_ranks = sim::simulate_step(program, *tiny.cluster, *tiny.router, tiny.profile, options);
+    const workloads::Timeline all_ranks = sim::simulate(program, *tiny.cluster, *tiny.router, tiny.profile, options);
     INFO(name);
     // Played: one rank per stage, the first of each.
     const int stages = config.plan.model_parallel.pipeline;
@@ -454,7 +454,7 @@ TEST_CASE("Megatron-LM layouts are tried under context parallelism, sharding ove
     for (const auto& c : sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training,
                                                    *tiny.cluster, 16)) {
       if (c.plan.model_parallel.context == 1) continue;
-      const auto program = workloads::compile_step(sim::step_config(tiny.request.model, c, 8));
+      const auto program = workloads::compile(sim::step_config(tiny.request.model, c, 8));
       CHECK(program.ranks == 16);
     }
   }
@@ -507,7 +507,7 @@ TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allo
       CHECK(c.factors.optimizer == c.data_parallel);  // the distributed optimizer
     }
     // Each one compiles.
-    const auto program = workloads::compile_step(sim::step_config(tiny.request.model, c, 8));
+    const auto program = workloads::compile(sim::step_config(tiny.request.model, c, 8));
     CHECK(program.ranks == 16);
   }
 
@@ -610,7 +610,7 @@ TEST_CASE("pipelines whose chunks do not divide the layers count the embedding a
     const workloads::Program program = search.compile(tiny.request, candidate);
     sim::StepSimulationOptions options;
     options.network = sim::NetworkMode::analytical;
-    const sim::StepTimeline all_ranks = sim::simulate_step(program, *tiny.cluster, *tiny.router, tiny.profile, options);
+    const workloads::Timeline all_ranks = sim::simulate(program, *tiny.cluster, *tiny.router, tiny.profile, options);
     const sim::StepEstimate estimate = search.estimate(program, candidate);
     CHECK(estimate.step_seconds == seconds_from_picoseconds(all_ranks.step_time));
     double fullest = 0;

@@ -5,11 +5,12 @@
 // configs read and refused; and simulated steps that run every op once,
 // after its dependencies, under data, pipeline and expert parallelism.
 #include "pipeline_checks.h"
-#include "topology/json_input.h"
-#include "workloads/activation_memory.h"
-#include "workloads/megatron_args.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "topology/base/json_input.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/kernels/transformer_kernels.h"
+#include "workloads/memory/activation_memory.h"
 
 #include <catch2/catch.hpp>
 
@@ -212,10 +213,10 @@ TEST_CASE("a step's FLOPs grow by exactly what the modules rerun", "[recompute][
     for (const Op& op : program.program_of(0).ops) flops += op.kind == OpKind::compute ? op.flops : 0.0;
     return flops;
   };
-  const double none = compute_flops(compile_step(config));
+  const double none = compute_flops(compile(config));
   config.training.recompute = Recompute::selective;
   config.training.recompute_modules = all_modules();
-  const Program program = compile_step(config);
+  const Program program = compile(config);
   validate_program(program);
   double rerun = 0;
   for (const ModuleWork& work : transformer_modules(config.model, config.training)) {
@@ -236,7 +237,7 @@ TEST_CASE("selective recompute by module runs every op once in pipelined, sharde
   megatron.plan.model_parallel.sequence_parallel = true;
   megatron.training.recompute = Recompute::selective;
   megatron.training.recompute_modules = all_modules();
-  const Program pipelined = compile_step(megatron);
+  const Program pipelined = compile(megatron);
   validate_program(pipelined);
   test::require_consistent_step(pipelined, test::pipeline_world());
 
@@ -245,7 +246,7 @@ TEST_CASE("selective recompute by module runs every op once in pipelined, sharde
   zero3.model = mla_moe_model(4);
   zero3.training.recompute = Recompute::selective;
   zero3.training.recompute_modules = {.core_attention = false, .mla_up_projections = true, .dense_mlp = true};
-  const Program sharded = compile_step(zero3);
+  const Program sharded = compile(zero3);
   validate_program(sharded);
   test::require_consistent_step(sharded, test::pipeline_world());
 

@@ -6,11 +6,12 @@
 // one GPU with nothing to wait for (the GPU does the same work either way),
 // and shorter where the all-to-alls leave the GPU idle.
 #include "pipeline_checks.h"
-#include "topology/json_input.h"
-#include "topology/presets.h"
-#include "workloads/activation_memory.h"
-#include "workloads/megatron_args.h"
-#include "workloads/transformer_kernels.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
+#include "workloads/kernels/transformer_kernels.h"
+#include "workloads/memory/activation_memory.h"
 
 #include <catch2/catch.hpp>
 
@@ -78,7 +79,7 @@ StepConfig megatron_shared_step(int pipeline, int tensor, int data, int expert_p
   return config;
 }
 
-sim::StepTimeline simulate(const Program& program) {
+workloads::Timeline simulate(const Program& program) {
   return test::simulate_on(program, test::pipeline_world(), sim::NetworkMode::analytical);
 }
 
@@ -163,8 +164,8 @@ TEST_CASE("on one GPU with nothing to wait for, shared experts beside the routed
           "[moe][shared-overlap][step]") {
   // No call, so the GPU never idles: run in line or on two streams sharing
   // it, the same kernels take the same time in all.
-  const Program in_line = compile_step(megatron_shared_step(1, 1, 1, 1, false));
-  const Program beside = compile_step(megatron_shared_step(1, 1, 1, 1, true));
+  const Program in_line = compile(megatron_shared_step(1, 1, 1, 1, false));
+  const Program beside = compile(megatron_shared_step(1, 1, 1, 1, true));
   REQUIRE(beside.description["shared_expert_overlap"] == true);
   const auto side = std::find(beside.streams.begin(), beside.streams.end(), "shared_experts");
   REQUIRE(side != beside.streams.end());
@@ -179,17 +180,17 @@ TEST_CASE("on one GPU with nothing to wait for, shared experts beside the routed
   // Two layers, 4 micro-batches: forward (gate_up, swiglu, down) and
   // backward (five kernels) of each.
   REQUIRE(on_side == 2 * 4 * (3 + 5));
-  const sim::StepTimeline a = simulate(in_line), b = simulate(beside);
-  REQUIRE(sim::timeline_violations(beside, b).empty());
+  const workloads::Timeline a = simulate(in_line), b = simulate(beside);
+  REQUIRE(workloads::timeline_violations(beside, b).empty());
   REQUIRE(seconds_from_picoseconds(b.step_time) == Approx(seconds_from_picoseconds(a.step_time)).epsilon(1e-9));
 }
 
 TEST_CASE("shared experts beside the dispatch hide behind the all-to-alls, at most all of their time",
           "[moe][shared-overlap][step]") {
   // Two stages of 2 x 4 GPUs on two nodes, the experts over a stage's 8 GPUs.
-  const Program in_line = compile_step(megatron_shared_step(2, 2, 4, 8, false));
-  const Program beside = compile_step(megatron_shared_step(2, 2, 4, 8, true));
-  const sim::StepTimeline a = simulate(in_line), b = simulate(beside);
+  const Program in_line = compile(megatron_shared_step(2, 2, 4, 8, false));
+  const Program beside = compile(megatron_shared_step(2, 2, 4, 8, true));
+  const workloads::Timeline a = simulate(in_line), b = simulate(beside);
   // What rank 0 spent on the shared experts in line, kernels and calls.
   double shared_seconds = 0;
   const auto& ops = in_line.program_of(0).ops;
@@ -208,7 +209,7 @@ TEST_CASE("shared experts beside the dispatch hide behind the all-to-alls, at mo
   recomputed.training.recompute = Recompute::full;
   recomputed.plan.model_parallel.tp_comm_overlap = true;
   test::require_consistent_step(beside, test::pipeline_world());
-  test::require_consistent_step(compile_step(recomputed), test::pipeline_world());
+  test::require_consistent_step(compile(recomputed), test::pipeline_world());
 }
 
 TEST_CASE("a launch's --moe-shared-expert-overlap is read, and refused where Megatron-Core refuses it",

@@ -2,14 +2,14 @@
 // Program, simulate it, and check what must hold whatever the numbers:
 // traffic volumes, causality, the time breakdown, overlaps, memory.
 #include "fixtures.h"
+#include "sim/report/step_report.h"
 #include "sim/step/kernel_time.h"
-#include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
-#include "workloads/activation_memory.h"
-#include "workloads/memory_model.h"
-#include "workloads/model_flops.h"
-#include "workloads/step_compiler.h"
-#include "workloads/transformer_kernels.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/inputs/model_flops.h"
+#include "workloads/kernels/transformer_kernels.h"
+#include "workloads/memory/activation_memory.h"
+#include "workloads/memory/memory_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -70,20 +70,20 @@ const test::World& world() {
   return w;
 }
 
-sim::StepTimeline simulate(const Program& program, sim::NetworkMode network = sim::NetworkMode::flow) {
+workloads::Timeline simulate(const Program& program, sim::NetworkMode network = sim::NetworkMode::flow) {
   sim::StepSimulationOptions options;
   options.network = network;
-  return sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+  return sim::simulate(program, world().cluster(), world().router(), world().profile(), options);
 }
 
 double step_seconds(StepConfig config, const std::string& level) {
   apply_overlap_level(config.plan, level);
-  return seconds_from_picoseconds(simulate(compile_step(config)).step_time);
+  return seconds_from_picoseconds(simulate(compile(config)).step_time);
 }
 
 // Every op ran once, after its dependencies, one at a time on its stream; the
 // members of a collective call end it together.
-void require_causal(const Program& program, const sim::StepTimeline& timeline) {
+void require_causal(const Program& program, const workloads::Timeline& timeline) {
   REQUIRE(timeline.ops.size() == static_cast<std::size_t>(program.ranks));
   std::map<std::tuple<int, int, int>, TimePs> call_end;  // (communicator, group, call) -> end
   for (int rank = 0; rank < program.ranks; ++rank) {
@@ -131,15 +131,15 @@ TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for 
   const std::vector<std::pair<std::string, double>> cases = {{"zero0", 2}, {"zero1", 2}, {"zero2", 2}, {"zero3", 3}};
   for (const auto& [plan, multiple] : cases) {
     INFO(plan);
-    const Program program = compile_step(config_of(plan, 1));
+    const Program program = compile(config_of(plan, 1));
     validate_program(program);
     for (int rank : {0, 7, 15}) REQUIRE(bytes_sent_per_rank(program, rank) == Approx(multiple * ideal).epsilon(1e-12));
   }
   SECTION("gradient accumulation repeats ZeRO-3's gathers and reduce-scatters, not ZeRO-1's reduction") {
     const int micro_batches = 4;
-    REQUIRE(bytes_sent_per_rank(compile_step(config_of("zero3", micro_batches)), 0) ==
+    REQUIRE(bytes_sent_per_rank(compile(config_of("zero3", micro_batches)), 0) ==
             Approx(3 * micro_batches * ideal).epsilon(1e-12));
-    REQUIRE(bytes_sent_per_rank(compile_step(config_of("zero1", micro_batches)), 0) ==
+    REQUIRE(bytes_sent_per_rank(compile(config_of("zero1", micro_batches)), 0) ==
             Approx(2 * ideal).epsilon(1e-12));
   }
   SECTION("a tied LM head gathers the embedding again, which is reduced and updated once") {
@@ -153,8 +153,8 @@ TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for 
     const double vh = static_cast<double>(zero3.model.vocab * zero3.model.hidden);
     REQUIRE(tied_psi == Approx(psi() - vh));
     const double per_value = e * (n - 1.0) / n;
-    REQUIRE(bytes_sent_per_rank(compile_step(zero3), 3) == Approx(per_value * (2 * (tied_psi + vh) + tied_psi)).epsilon(1e-12));
-    REQUIRE(bytes_sent_per_rank(compile_step(zero1), 3) == Approx(per_value * 2 * tied_psi).epsilon(1e-12));
+    REQUIRE(bytes_sent_per_rank(compile(zero3), 3) == Approx(per_value * (2 * (tied_psi + vh) + tied_psi)).epsilon(1e-12));
+    REQUIRE(bytes_sent_per_rank(compile(zero1), 3) == Approx(per_value * 2 * tied_psi).epsilon(1e-12));
   }
   // The tiny model's norm weights (512 elements, 2 per layer and the final
   // one) fall under the 1e5 persistence threshold.
@@ -164,7 +164,7 @@ TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for 
     for (const int b : {1, 4}) {
       StepConfig config = config_of("zero3", b);
       config.plan.buckets.persistence_threshold_parameters = 1e5;
-      const Program program = compile_step(config);
+      const Program program = compile(config);
       const double expected = per_element * (2 * b * (psi() - persistent) + persistent + b * psi());
       REQUIRE(bytes_sent_per_rank(program, 5) == Approx(expected).epsilon(1e-12));
       // Held whole on every GPU, less the GPU's own shard.
@@ -180,7 +180,7 @@ TEST_CASE("bytes each rank sends per step are 2 Psi, 2 Psi, 2 Psi and 3 Psi for 
       StepConfig config = step_config("zero3", n, b);
       REQUIRE(config.plan.buckets.max_reuse_distance_parameters == 1e9);
       const double expected = per_element * (b * (psi() - persistent) + persistent + b * psi());
-      REQUIRE(bytes_sent_per_rank(compile_step(config), 5) == Approx(expected).epsilon(1e-12));
+      REQUIRE(bytes_sent_per_rank(compile(config), 5) == Approx(expected).epsilon(1e-12));
       // The whole model is gathered at the turn from forward to backward.
       const MemoryBreakdown memory = estimate_memory(config.model, config.training, config.plan,
                                                      resolve_factors(config.plan, n, 8, "plan"), n);
@@ -203,7 +203,7 @@ TEST_CASE("DeepSpeed ZeRO-1/2 reduce each gradient bucket to its owners, or all-
     REQUIRE(config.plan.as_implemented);
     REQUIRE_FALSE(config.plan.multi_rank_bucketing);
     config.plan.buckets.reduce_bytes = 1.5e6;  // 5 buckets of whole modules of the 15 MB model
-    const Program owners = compile_step(config);
+    const Program owners = compile(config);
     validate_program(owners);
     std::map<int, double> reduced_to;
     std::map<std::string, int> reduces_of_bucket;
@@ -227,7 +227,7 @@ TEST_CASE("DeepSpeed ZeRO-1/2 reduce each gradient bucket to its owners, or all-
     REQUIRE(bytes_sent_per_rank(owners, 3) == Approx((passes + 1) * ideal).epsilon(1e-12));
 
     config.plan.multi_rank_bucketing = true;
-    const Program packed = compile_step(config);
+    const Program packed = compile(config);
     for (const Op& op : packed.program_of(0).ops) {
       if (op.kind == OpKind::collective) REQUIRE(op.collective != CollectiveOp::reduce);
     }
@@ -235,13 +235,13 @@ TEST_CASE("DeepSpeed ZeRO-1/2 reduce each gradient bucket to its owners, or all-
     REQUIRE(bytes_sent_per_rank(packed, 3) == Approx((2 * passes + 1) * ideal).epsilon(1e-12));
 
     config.plan.as_implemented = false;
-    REQUIRE(bytes_sent_per_rank(compile_step(config), 3) == Approx((passes + 1) * ideal).epsilon(1e-12));
+    REQUIRE(bytes_sent_per_rank(compile(config), 3) == Approx((passes + 1) * ideal).epsilon(1e-12));
   }
   SECTION("a bucket per module, one of them without parameters (a head tied to the embedding)") {
     StepConfig config = step_config("zero1", n);
     config.model.tied_embeddings = true;
     config.plan.buckets.reduce_bytes = 0;
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     const double tied_psi = static_cast<double>(count_parameters(config.model).total());
     std::map<int, double> reduced_to;
@@ -275,13 +275,13 @@ TEST_CASE("from the second micro-batch on each rank adds the new gradient into t
   for (const auto& [plan, kept] : std::vector<std::pair<std::string, int>>{
            {"zero0", 1}, {"zero1", 1}, {"amsp-llama7b", 1}, {"zero2", n}, {"zero3", n}, {"mics-8", 8}}) {
     INFO(plan);
-    const Program program = compile_step(step_config(plan, n, micro_batches));
+    const Program program = compile(step_config(plan, n, micro_batches));
     validate_program(program);
     REQUIRE(added(program, "mb0.") == 0);
     for (int m = 1; m < micro_batches; ++m) {
       REQUIRE(added(program, "mb" + std::to_string(m) + ".") == Approx(3 * e * psi() / kept).epsilon(1e-12));
     }
-    REQUIRE(added(compile_step(step_config(plan, n, 1)), "mb") == 0);
+    REQUIRE(added(compile(step_config(plan, n, 1)), "mb") == 0);
     if (kept > 1) continue;
     // Whole gradients: the last micro-batch's reductions start from the sum.
     const auto& ops = program.program_of(0).ops;
@@ -310,9 +310,9 @@ TEST_CASE("every op runs exactly once and none starts before its dependencies en
   configs.push_back(recompute);
   for (const StepConfig& config : configs) {
     INFO(config.plan.name << " on " << config.data_parallel);
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
-    const sim::StepTimeline timeline = simulate(program);
+    const workloads::Timeline timeline = simulate(program);
     REQUIRE_FALSE(timeline.out_of_memory);
     require_causal(program, timeline);
   }
@@ -323,8 +323,8 @@ TEST_CASE("with every overlap off the step is compute + communication + idle", "
     INFO(plan);
     StepConfig config = step_config(plan, 16, 2);
     config.plan.overlap = {false, false, false};
-    const Program program = compile_step(config);
-    const sim::StepTimeline timeline = simulate(program);
+    const Program program = compile(config);
+    const workloads::Timeline timeline = simulate(program);
     const sim::StepSummary summary =
         sim::summarize_step(program, timeline, world().profile(), world().cluster().spec().node.gpu_memory_bytes);
     const sim::TimeBreakdown& b = summary.breakdown;
@@ -359,9 +359,9 @@ TEST_CASE("overlaps never slow a step: the four ablation levels are monotonic", 
   SECTION("removing DeepSpeed's and MiCS's implementation limits never slows them") {
     for (const std::string plan : {"zero3", "mics-8", "zeropp-hpz8"}) {
       StepConfig config = step_config(plan, 16, 2);
-      const double as_implemented = seconds_from_picoseconds(simulate(compile_step(config)).step_time);
+      const double as_implemented = seconds_from_picoseconds(simulate(compile(config)).step_time);
       config.plan.as_implemented = false;
-      REQUIRE(seconds_from_picoseconds(simulate(compile_step(config)).step_time) <= as_implemented);
+      REQUIRE(seconds_from_picoseconds(simulate(compile(config)).step_time) <= as_implemented);
     }
   }
 }
@@ -377,11 +377,11 @@ TEST_CASE("simulated memory: model states as the factors say, every activation a
       config.plan.buckets.max_live_parameters = psi() / 3;
       config.plan.buckets.max_reuse_distance_parameters = 0;
     }
-    const Program program = compile_step(config);
-    const sim::StepTimeline timeline = simulate(program);
+    const Program program = compile(config);
+    const workloads::Timeline timeline = simulate(program);
     const ShardingFactors f = resolve_factors(config.plan, 16, 8, "plan");
     const double e = 2;
-    const sim::MemoryPeak& peak = timeline.peak_memory[3];
+    const workloads::MemoryPeak& peak = timeline.peak_memory[3];
     const auto at = [&](MemoryCategory c) { return peak.by_category[static_cast<std::size_t>(c)]; };
     REQUIRE(at(MemoryCategory::parameters) == Approx(e * psi() / f.parameters));
     REQUIRE(at(MemoryCategory::gradients) == Approx(e * psi() / f.gradients));
@@ -415,9 +415,9 @@ TEST_CASE("a plan that does not fit is reported at the allocation that fails, no
   topology::ClusterSpec spec = topology::load_cluster_spec("dgx-a100-2node");
   spec.node.gpu_memory_bytes = 16 * psi() + 1e6;  // model states fit, the activations do not
   const test::World small(spec, calib::load_profile("a100"));
-  const Program program = compile_step(step_config("zero0", 16));
-  const sim::StepTimeline timeline =
-      sim::simulate_step(program, small.cluster(), small.router(), small.profile(), sim::StepSimulationOptions{});
+  const Program program = compile(step_config("zero0", 16));
+  const workloads::Timeline timeline =
+      sim::simulate(program, small.cluster(), small.router(), small.profile(), sim::StepSimulationOptions{});
   REQUIRE(timeline.out_of_memory.has_value());
   double held = 0;
   for (double bytes : timeline.out_of_memory->by_category) held += bytes;
@@ -460,8 +460,8 @@ TEST_CASE("model FLOPs are Megatron-LM's count, and MFU divides them by the GPUs
 
   StepConfig config = step_config("zero1", 16, 4);
   config.model = gpt;
-  const Program program = compile_step(config);
-  const sim::StepTimeline timeline = simulate(program);
+  const Program program = compile(config);
+  const workloads::Timeline timeline = simulate(program);
   const sim::StepSummary summary = sim::summarize_step(program, timeline, world().profile(), 80e9);
   const double expected = megatron / (summary.step_seconds * 16 * 312e12);  // A100 bf16 dense peak
   REQUIRE(summary.mfu == Approx(expected).epsilon(1e-12));
@@ -519,16 +519,16 @@ const test::World& pair_world(double interference) {
   return *w;
 }
 
-sim::StepTimeline simulate_pair(const Program& program, double interference = 0) {
+workloads::Timeline simulate_pair(const Program& program, double interference = 0) {
   const test::World& w = pair_world(interference);
-  return sim::simulate_step(program, w.cluster(), w.router(), w.profile(), sim::StepSimulationOptions{});
+  return sim::simulate(program, w.cluster(), w.router(), w.profile(), sim::StepSimulationOptions{});
 }
 
 TEST_CASE("a collective starts when every member has issued it", "[step][collective]") {
-  const sim::StepTimeline together = simulate_pair(two_rank_program(false, false));
+  const workloads::Timeline together = simulate_pair(two_rank_program(false, false));
   const TimePs alone = together.ops[0][0].end;
   REQUIRE(alone > 0);
-  const sim::StepTimeline delayed = simulate_pair(two_rank_program(true, false));
+  const workloads::Timeline delayed = simulate_pair(two_rank_program(true, false));
   const TimePs one_ms = picoseconds_from_seconds(1e-3);
   REQUIRE(delayed.ops[1][0].end == one_ms);
   // Rank 0 issued at once and waits; both end one collective after rank 1 issues.
@@ -544,7 +544,7 @@ TEST_CASE("time a rank spends waiting for the others to issue a collective is wa
   // alone, with nothing computing beside it.
   const Program program = two_rank_program(true, false);
   const TimePs alone = simulate_pair(two_rank_program(false, false)).ops[0][0].end;
-  const sim::StepTimeline timeline = simulate_pair(program);
+  const workloads::Timeline timeline = simulate_pair(program);
   const TimePs ms = picoseconds_from_seconds(1e-3);
   CHECK(timeline.ops[0][0].moving == ms);
   CHECK(timeline.ops[1][1].moving == ms);
@@ -563,13 +563,13 @@ TEST_CASE("time a rank spends waiting for the others to issue a collective is wa
 
 TEST_CASE("compute slows by the profile's interference factor while a collective moves data", "[step][interference]") {
   const Program program = two_rank_program(false, true);
-  const sim::StepTimeline quiet = simulate_pair(program, 0);
+  const workloads::Timeline quiet = simulate_pair(program, 0);
   const TimePs kernel = quiet.ops[0][0].end, collective = quiet.ops[0][1].end;
   REQUIRE(kernel == picoseconds_from_seconds(1e-3));
   REQUIRE(collective < kernel);
   // Slowdown 1: half speed while the all-reduce runs (c), full speed after:
   // the kernel ends at c + (1 ms - c / 2).
-  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  const workloads::Timeline slowed = simulate_pair(program, 1.0);
   REQUIRE(slowed.ops[0][1].end == collective);
   const double expected = seconds_from_picoseconds(collective) + (1e-3 - seconds_from_picoseconds(collective) / 2);
   REQUIRE(seconds_from_picoseconds(slowed.ops[0][0].end) == Approx(expected).epsilon(1e-9));
@@ -590,7 +590,7 @@ TEST_CASE("kernels sharing the GPU are slowed by interference as well: by (1 + s
   validate_program(program);
   const double c = seconds_from_picoseconds(simulate_pair(two_rank_program(false, true), 0).ops[0][1].end);
   REQUIRE(c < 1e-3);
-  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  const workloads::Timeline slowed = simulate_pair(program, 1.0);
   REQUIRE(seconds_from_picoseconds(slowed.ops[0][1].end) == Approx(c).epsilon(1e-9));
   for (std::size_t kernel : {0, 2}) {
     REQUIRE(seconds_from_picoseconds(slowed.ops[0][kernel].end) == Approx(2e-3 + c / 2).epsilon(1e-9));
@@ -653,7 +653,7 @@ Program kernel_run_program(bool side_allocation) {
 TEST_CASE("a run of kernels that nothing else waits for costs one event, with each kernel's own times",
           "[step][kernel]") {
   const TimePs ms = picoseconds_from_seconds(1e-3);
-  const sim::StepTimeline timeline = simulate_pair(kernel_run_program(false));
+  const workloads::Timeline timeline = simulate_pair(kernel_run_program(false));
   const auto& t = timeline.ops[0];
   for (int k = 0; k < 2; ++k) {
     CHECK(t[static_cast<std::size_t>(k)].start == k * ms);
@@ -673,7 +673,7 @@ TEST_CASE("a run of kernels that nothing else waits for costs one event, with ea
   // and ends at 3 ms, when the allocation after it fails: by then the run has
   // done 1.5 ms of work, k0 (ended at 2 ms) and half of k1. The timeline
   // holds what had happened by then, as if every kernel had had its own event.
-  const sim::StepTimeline failed = simulate_pair(kernel_run_program(true));
+  const workloads::Timeline failed = simulate_pair(kernel_run_program(true));
   REQUIRE(failed.out_of_memory.has_value());
   CHECK(failed.out_of_memory->when == 3 * ms);
   const auto& f = failed.ops[0];
@@ -696,7 +696,7 @@ TEST_CASE("kernels on two streams of one rank share its GPU, each at half speed 
   p.append(kernel_of_ms(1), "short");
   p.append(kernel_of_ms(2), "middle");
   p.append(kernel_of_ms(3, 1), "long");
-  const sim::StepTimeline timeline = simulate_pair(one_rank_program(p));
+  const workloads::Timeline timeline = simulate_pair(one_rank_program(p));
   const auto& t = timeline.ops[0];
   const TimePs ms = picoseconds_from_seconds(1e-3);
   CHECK(t[0].end == 2 * ms);
@@ -731,7 +731,7 @@ TEST_CASE("interference slows a run of kernels from the instant a collective sta
           "[step][interference]") {
   const Program program = run_beside_late_collective();
   const double ms = 1e-3;
-  const sim::StepTimeline quiet = simulate_pair(program, 0);
+  const workloads::Timeline quiet = simulate_pair(program, 0);
   const double issued = seconds_from_picoseconds(quiet.ops[1][0].end);
   REQUIRE(issued == Approx(1.5 * ms).epsilon(1e-12));
   const double moving = seconds_from_picoseconds(quiet.ops[0][3].end) - issued;  // the all-reduce alone
@@ -747,7 +747,7 @@ TEST_CASE("interference slows a run of kernels from the instant a collective sta
     if (work <= issued + moving / 2) return issued + 2 * (work - issued);
     return slowed_until + (work - issued - moving / 2);
   };
-  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  const workloads::Timeline slowed = simulate_pair(program, 1.0);
   CHECK(seconds_from_picoseconds(slowed.ops[0][3].end) == Approx(slowed_until).epsilon(1e-9));
   for (int k = 0; k < 3; ++k) {
     INFO("k" << k);
@@ -770,12 +770,12 @@ TEST_CASE("compute stays slowed across a collective that lands as the next one s
   }
   validate_program(program);
   const double ms = 1e-3;
-  const sim::StepTimeline quiet = simulate_pair(program, 0);
+  const workloads::Timeline quiet = simulate_pair(program, 0);
   const double issued = seconds_from_picoseconds(quiet.ops[1][0].end);
   const double first = seconds_from_picoseconds(quiet.ops[0][3].end) - issued;
   REQUIRE(seconds_from_picoseconds(quiet.ops[0][4].end) - issued == Approx(2 * first).epsilon(1e-9));
 
-  const sim::StepTimeline slowed = simulate_pair(program, 1.0);
+  const workloads::Timeline slowed = simulate_pair(program, 1.0);
   REQUIRE(slowed.ops[0][4].start == slowed.ops[0][3].end);
   REQUIRE(slowed.ops[0][4].moving == slowed.ops[0][3].end);
   const double moving = 2 * first;
@@ -792,8 +792,8 @@ TEST_CASE("compute stays slowed across a collective that lands as the next one s
 }
 
 TEST_CASE("the same inputs give the same timeline; flow and analytical agree without contention", "[step][determinism]") {
-  const Program program = compile_step(step_config("zero3", 16, 2));
-  const sim::StepTimeline a = simulate(program), b = simulate(program);
+  const Program program = compile(step_config("zero3", 16, 2));
+  const workloads::Timeline a = simulate(program), b = simulate(program);
   REQUIRE(a.step_time == b.step_time);
   for (std::size_t r = 0; r < a.ops.size(); ++r) {
     for (std::size_t i = 0; i < a.ops[r].size(); ++i) {
@@ -804,7 +804,7 @@ TEST_CASE("the same inputs give the same timeline; flow and analytical agree wit
   // ZeRO-3 runs one collective at a time per communicator stream, but the
   // gather and reduce streams can overlap and then share links, which only
   // the flow mode sees: the flow step is never shorter.
-  const sim::StepTimeline analytical = simulate(program, sim::NetworkMode::analytical);
+  const workloads::Timeline analytical = simulate(program, sim::NetworkMode::analytical);
   REQUIRE(a.step_time >= analytical.step_time - picoseconds_from_seconds(1e-9));
   REQUIRE(seconds_from_picoseconds(a.step_time) == Approx(seconds_from_picoseconds(analytical.step_time)).epsilon(0.05));
 }
@@ -813,8 +813,8 @@ TEST_CASE("flow and analytical modes count the same payload across the spine", "
   // 64 ranks on 8 nodes, two leaves a rail: the gathers and reduce-scatters
   // cross the spine, on protocols and sizes that the flow mode times with
   // link weights above one byte per byte.
-  const Program program = compile_step(step_config("zero3", 64));
-  const sim::StepTimeline flow = simulate(program), analytical = simulate(program, sim::NetworkMode::analytical);
+  const Program program = compile(step_config("zero3", 64));
+  const workloads::Timeline flow = simulate(program), analytical = simulate(program, sim::NetworkMode::analytical);
   REQUIRE(flow.spine_bytes > 0);
   REQUIRE(flow.spine_bytes == Approx(analytical.spine_bytes).epsilon(1e-9));
 }
@@ -826,7 +826,7 @@ TEST_CASE("a ZeRO-3 step's bytes across the spine are its rings' leaf crossings,
   // every channel, and each hop of a ring all-gather or reduce-scatter of S
   // bytes carries (n - 1)/n of the channel's share: 2 (n - 1)/n S up to the
   // spine per call, however many channels and whatever the protocol.
-  const Program program = compile_step(step_config("zero3", 64));
+  const Program program = compile(step_config("zero3", 64));
   double expected = 0;
   int gathers = 0, scatters = 0;
   for (const Op& op : program.program_of(0).ops) {
@@ -843,12 +843,12 @@ TEST_CASE("a ZeRO-3 step's bytes across the spine are its rings' leaf crossings,
 }
 
 TEST_CASE("timing only some ranks keeps theirs and changes nothing else", "[step][determinism]") {
-  const Program program = compile_step(step_config("zero3", 16, 2));
-  const sim::StepTimeline all = simulate(program);
+  const Program program = compile(step_config("zero3", 16, 2));
+  const workloads::Timeline all = simulate(program);
   sim::StepSimulationOptions options;
   options.timed_ranks = std::vector<int>{3, 9};
-  const sim::StepTimeline some =
-      sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options);
+  const workloads::Timeline some =
+      sim::simulate(program, world().cluster(), world().router(), world().profile(), options);
   REQUIRE(some.ops.size() == all.ops.size());
   for (std::size_t rank = 0; rank < all.ops.size(); ++rank) {
     INFO("rank " << rank);
@@ -865,7 +865,7 @@ TEST_CASE("timing only some ranks keeps theirs and changes nothing else", "[step
     CHECK(some.peak_memory[rank].total_bytes == all.peak_memory[rank].total_bytes);
   }
   options.timed_ranks = std::vector<int>{16};
-  REQUIRE_THROWS_AS(sim::simulate_step(program, world().cluster(), world().router(), world().profile(), options),
+  REQUIRE_THROWS_AS(sim::simulate(program, world().cluster(), world().router(), world().profile(), options),
                     std::invalid_argument);
 }
 
@@ -897,7 +897,7 @@ TEST_CASE("collectives issued in crossed orders deadlock, and the error names th
 }
 
 TEST_CASE("a Program survives JSON and a broken one is refused", "[step][program]") {
-  const Program program = compile_step(step_config("mics-8", 16, 2));
+  const Program program = compile(step_config("mics-8", 16, 2));
   const nlohmann::json document = program_to_json(program);
   const Program back = program_from_json(document, "program.json");
   REQUIRE(program_to_json(back) == document);

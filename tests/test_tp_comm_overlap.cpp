@@ -5,11 +5,11 @@
 // starting as soon as the data it needs has arrived.
 #include "fixtures.h"
 #include "pipeline_checks.h"
-#include "sim/step/step_report.h"
+#include "sim/report/step_report.h"
 #include "sim/step/step_simulator.h"
-#include "topology/presets.h"
-#include "workloads/megatron_args.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/megatron_args.h"
 
 #include <catch2/catch.hpp>
 
@@ -80,8 +80,8 @@ TEST_CASE("TP comm overlap sends the bytes and runs the FLOPs of sequence parall
   const int m = 2;
   for (int t : {2, 4, 8}) {
     INFO("t " << t);
-    const Program plain = compile_step(megatron_sp(t, 1, 1, m, false));
-    const Program overlap = compile_step(megatron_sp(t, 1, 1, m, true));
+    const Program plain = compile(megatron_sp(t, 1, 1, m, false));
+    const Program overlap = compile(megatron_sp(t, 1, 1, m, true));
     validate_program(overlap);
     for (int rank = 0; rank < t; ++rank) {
       REQUIRE(tensor_bytes_sent(overlap, rank, t) == Approx(tensor_bytes_sent(plain, rank, t)).epsilon(1e-12));
@@ -107,11 +107,11 @@ TEST_CASE("TP comm overlap sends the bytes and runs the FLOPs of sequence parall
 TEST_CASE("each GEMM slice starts as soon as its slice of the input has arrived and the slice before it has run",
           "[megatron][tp-overlap]") {
   const int t = 4;
-  const Program program = compile_step(megatron_sp(t, 1, 1, 1, true));
+  const Program program = compile(megatron_sp(t, 1, 1, 1, true));
   for (sim::NetworkMode network : {sim::NetworkMode::flow, sim::NetworkMode::analytical}) {
     INFO("network " << static_cast<int>(network));
-    const sim::StepTimeline timeline = test::simulate_on(program, test::pipeline_world(), network);
-    std::map<std::string, sim::OpTiming> at;
+    const workloads::Timeline timeline = test::simulate_on(program, test::pipeline_world(), network);
+    std::map<std::string, workloads::OpTiming> at;
     const auto& ops = program.program_of(0).ops;
     for (std::size_t i = 0; i < ops.size(); ++i) at[std::string(ops[i].name)] = timeline.ops[0][i];
     for (const std::string layer : {"mb0.layer0.attention.", "mb0.layer2.mlp."}) {
@@ -159,8 +159,8 @@ TEST_CASE("TP comm overlap hides most of the forward's tensor-parallel communica
   };
   const test::World& world = test::pipeline_world();
   const auto exposed = [&](bool overlap) {
-    const Program program = compile_step(wide(overlap));
-    const sim::StepTimeline timeline = test::simulate_on(program, world, sim::NetworkMode::flow);
+    const Program program = compile(wide(overlap));
+    const workloads::Timeline timeline = test::simulate_on(program, world, sim::NetworkMode::flow);
     return sim::time_breakdown(program, timeline, 0);
   };
   const sim::TimeBreakdown plain = exposed(false), overlap = exposed(true);
@@ -175,7 +175,7 @@ TEST_CASE("TP comm overlap hides most of the forward's tensor-parallel communica
   StepConfig recompute = megatron_sp(2, 2, 4, 4, true);
   recompute.training.recompute = Recompute::full;
   for (const StepConfig& config : {megatron_sp(2, 2, 4, 4, true), megatron_sp(8, 2, 1, 2, true), recompute}) {
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     test::require_consistent_step(program, world);
   }

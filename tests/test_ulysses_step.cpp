@@ -7,9 +7,9 @@
 #include "fixtures.h"
 #include "pipeline_checks.h"
 #include "sim/step/step_simulator.h"
-#include "topology/presets.h"
-#include "workloads/memory_model.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/memory/memory_model.h"
 
 #include <catch2/catch.hpp>
 
@@ -57,14 +57,14 @@ RankTotals totals(const Program& program, int rank) {
 TEST_CASE("Ulysses: four all-to-alls of T/u tokens per layer and micro-batch, the same FLOPs per GPU, 1/u of the "
           "activations",
           "[ulysses]") {
-  const Program plain = compile_step(ulysses("zero3", 1));
+  const Program plain = compile(ulysses("zero3", 1));
   const RankTotals none = totals(plain, 0);
   REQUIRE(none.all_to_alls == 0);
   const double activations = estimate_step_memory(ulysses("zero3", 1)).memory.activations;
   for (int u : {2, 4, 8}) {
     INFO("u " << u);
     const StepConfig config = ulysses("zero3", u);
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     // 2 sequences per GPU, u GPUs per sequence: 2 u micro-batches per rank.
     const double m = 2.0 * u;
@@ -109,12 +109,12 @@ TEST_CASE("Ulysses steps are consistent: every op once, after its dependencies, 
   amsp.plan.factors = {1, 1, 8};
   for (const StepConfig& config : {ulysses("zero3", 4), ulysses("zero1", 8), ulysses("mics-8", 2), amsp, recompute}) {
     INFO(config.plan.name);
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     test::require_consistent_step(program, test::pipeline_world());
     // The attention core and the output projection wait for the exchange
     // before them, the kernel after the backward core for its exchange.
-    const sim::StepTimeline timeline = test::simulate_on(program, test::pipeline_world(), sim::NetworkMode::flow);
+    const workloads::Timeline timeline = test::simulate_on(program, test::pipeline_world(), sim::NetworkMode::flow);
     const auto& ops = program.program_of(0).ops;
     std::size_t waited = 0;
     for (std::size_t i = 0, last_exchange = ops.size(); i < ops.size(); ++i) {
@@ -134,14 +134,14 @@ TEST_CASE("an all-to-all over 16 GPUs of two nodes outlasts one over a node's 8,
     StepConfig config = ulysses("zero3", u);
     config.model.heads = config.model.kv_heads = 16;  // 16 heads of 32, so u = 16 divides them
     config.model.head_dim = 32;
-    const Program program = compile_step(config);
-    const sim::StepTimeline timeline = test::simulate_on(program, test::pipeline_world(), sim::NetworkMode::flow);
+    const Program program = compile(config);
+    const workloads::Timeline timeline = test::simulate_on(program, test::pipeline_world(), sim::NetworkMode::flow);
     double seconds = 0;
     int calls = 0;
     const auto& ops = program.program_of(0).ops;
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (ops[i].kind != OpKind::collective || ops[i].collective != CollectiveOp::all_to_all) continue;
-      const sim::OpTiming& t = timeline.ops[0][i];
+      const workloads::OpTiming& t = timeline.ops[0][i];
       seconds += static_cast<double>(t.end - t.moving) * 1e-12;
       ++calls;
     }
@@ -173,8 +173,8 @@ TEST_CASE("Ulysses plans that cannot run are refused naming the file and the fie
   REQUIRE_THROWS_WITH(check_parallelism_system(pipeline, "z.json"), Catch::Contains("z.json: model_parallel.ulysses"));
 
   StepConfig uneven = ulysses("zero3", 3);  // 16 GPUs
-  REQUIRE_THROWS_WITH(compile_step(uneven), Catch::Contains("plan.json: model_parallel.ulysses") &&
+  REQUIRE_THROWS_WITH(compile(uneven), Catch::Contains("plan.json: model_parallel.ulysses") &&
                                                 Catch::Contains("does not divide the 16"));
   StepConfig heads = ulysses("zero3", 16);  // 8 heads
-  REQUIRE_THROWS_WITH(compile_step(heads), Catch::Contains("heads (8) must divide over the 16 DeepSpeed-Ulysses GPUs"));
+  REQUIRE_THROWS_WITH(compile(heads), Catch::Contains("heads (8) must divide over the 16 DeepSpeed-Ulysses GPUs"));
 }

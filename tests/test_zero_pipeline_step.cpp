@@ -8,12 +8,12 @@
 #include "fixtures.h"
 #include "pipeline_checks.h"
 #include "sim/step/step_simulator.h"
-#include "sim/step/timeline_check.h"
-#include "topology/presets.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/pipeline_schedule.h"
-#include "workloads/step_compiler.h"
-#include "workloads/zero_pipeline_step.h"
+#include "topology/base/presets.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/pipeline_schedule.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/compile/zero_pipeline_step.h"
+#include "workloads/ir/timeline_check.h"
 
 #include <catch2/catch.hpp>
 
@@ -65,7 +65,7 @@ TEST_CASE("a stage reduce-scatters its gradients once per unit and gathers its p
     for (int u : {1, 2, 4}) {
       INFO("unit " << u);
       const StepConfig config = zero_pipeline(1, 1, 8, 4, u, {8, 8, 8});
-      const Program program = compile_step(config);
+      const Program program = compile(config);
       validate_program(program);
       const double psi = partition_model(config).stage_parameters.front();
       const double units = 4.0 / u;
@@ -79,7 +79,7 @@ TEST_CASE("a stage reduce-scatters its gradients once per unit and gathers its p
     // last forward and its first input gradient.
     const int p = 4, m = 4;
     const StepConfig config = zero_pipeline(p, 2, 2, m, m, {2, 2, 2});
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     const ModelParallelPartition partition = partition_model(config);
     for (int s = 0; s < p; ++s) {
@@ -94,7 +94,7 @@ TEST_CASE("a stage reduce-scatters its gradients once per unit and gathers its p
     for (int u : {2, 4, 8}) {
       INFO("unit " << u);
       const StepConfig config = zero_pipeline(p, 2, 2, m, u, {2, 2, 2});
-      const Program program = compile_step(config);
+      const Program program = compile(config);
       const ModelParallelPartition partition = partition_model(config);
       const double units = static_cast<double>(m) / u;
       for (int s = 0; s < p; ++s) {
@@ -117,7 +117,7 @@ TEST_CASE("ZeroPP's hybrids: the last unit's shards all-reduced across nodes, or
     const bool zero1 = factors.optimizer == 0;
     INFO((zero1 ? "ZeRO-3 + PP + ZeRO-1" : "ZeRO-3 + PP + DP"));
     const StepConfig config = zero_pipeline(p, 1, d, 4, 2, factors);
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     const ModelParallelPartition partition = partition_model(config);
     for (int s = 0; s < p; ++s) {
@@ -141,9 +141,9 @@ TEST_CASE("a stage holds at most one unit's activations, as simulated and as est
   for (int u : {4, 8}) {
     INFO("unit " << u);
     const StepConfig config = zero_pipeline(p, v, 2, m, u, {2, 2, 2});
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     const ModelParallelPartition partition = partition_model(config);
-    const sim::StepTimeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
+    const workloads::Timeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
     REQUIRE_FALSE(timeline.out_of_memory);
     const std::vector<MemoryBreakdown> estimate = estimate_zero_pipeline_memory(config);
     const ModelParallelLayout layout{1, 2, p};
@@ -182,7 +182,7 @@ TEST_CASE("a ZeroPP step runs every op once, after its dependencies, sends meeti
     const ModelParallelism& mp = config.plan.model_parallel;
     INFO("p " << mp.pipeline << " v " << mp.virtual_stages << " d " << config.data_parallel << " unit "
               << mp.scheduling_unit);
-    const Program program = compile_step(config);
+    const Program program = compile(config);
     validate_program(program);
     REQUIRE(program.ranks == 16);
     test::require_boundary_sends(program, config, 2.0 * 512 * 512);
@@ -216,11 +216,11 @@ TEST_CASE("a ZeroPP step runs every op once, after its dependencies, sends meeti
 
 TEST_CASE("ZeroPP plans that cannot run are refused naming the file and the field", "[zero_pipeline][input]") {
   StepConfig unit = zero_pipeline(2, 1, 2, 6, 4, {2, 2, 2});
-  REQUIRE_THROWS_WITH(compile_step(unit), Catch::Contains("plan.json: model_parallel.scheduling_unit") &&
+  REQUIRE_THROWS_WITH(compile(unit), Catch::Contains("plan.json: model_parallel.scheduling_unit") &&
                                               Catch::Contains("micro-batches per step (6)"));
   StepConfig layers = zero_pipeline(2, 2, 2, 4, 2, {2, 2, 2});
   layers.model.layers = 6;
-  REQUIRE_THROWS_WITH(compile_step(layers), Catch::Contains("plan.json: model_parallel") && Catch::Contains("6 layers"));
+  REQUIRE_THROWS_WITH(compile(layers), Catch::Contains("plan.json: model_parallel") && Catch::Contains("6 layers"));
   const nlohmann::json preset =
       nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/zero-pipeline-pp4.json"));
   nlohmann::json document = preset;

@@ -14,9 +14,9 @@
 // "hash" mode uses the individual spine links.
 #pragma once
 
+#include "topology/base/units.h"
 #include "topology/cluster_spec.h"
 #include "topology/link_kind.h"
-#include "topology/units.h"
 
 #include <boost/graph/adjacency_list.hpp>
 

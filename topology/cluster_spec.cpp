@@ -1,7 +1,7 @@
 #include "topology/cluster_spec.h"
 
-#include "topology/json_input.h"
-#include "topology/presets.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
 
 #include <climits>
 

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "calib/executor/measured_run.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <chrono>
 #include <condition_variable>

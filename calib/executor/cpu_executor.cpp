@@ -4,8 +4,9 @@
 #include "calib/executor/compute_queue.h"
 #include "calib/executor/cpu_kernels.h"
 #include "calib/executor/measured_steps.h"
+#include "calib/executor/measured_timeline.h"
 #include "calib/executor/run_stop.h"
-#include "calib/probe/mpi_world.h"
+#include "topology/base/mpi_world.h"
 
 #include <mpi.h>
 
@@ -411,7 +412,7 @@ MeasuredRun execute_on_cpu(const workloads::Program& program, const ExecutionOpt
         origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
         return timing;
       });
-  return gather_measured_steps(mine, "cpu", cpu_description());
+  return measured_run(program, gather_measured_steps(mine, "cpu", cpu_description()));
 }
 
 }  // namespace shardsim::calib

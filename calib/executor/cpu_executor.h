@@ -35,7 +35,7 @@
 #pragma once
 
 #include "calib/executor/measured_run.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 namespace shardsim::calib {
 

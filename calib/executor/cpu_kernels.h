@@ -14,7 +14,7 @@
 // what a step measures is the kernels, not the allocator.
 #pragma once
 
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <Eigen/Dense>
 

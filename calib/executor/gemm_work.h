@@ -3,7 +3,7 @@
 // products), as many as make the op's FLOPs.
 #pragma once
 
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,14 +10,14 @@
 #pragma once
 
 #include "calib/executor/measured_run.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <string>
 
 namespace shardsim::calib {
 
 struct GpuBackend {
-  static constexpr int current_interface_version = 2;
+  static constexpr int current_interface_version = 3;  // 3: MeasuredRun carries a Timeline
   int interface_version = current_interface_version;
   // CUDA devices visible to this process.
   int (*visible_gpus)() = nullptr;

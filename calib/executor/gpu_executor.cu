@@ -2,15 +2,16 @@
 
 #include "calib/cuda/fused_attention.h"
 #include "calib/cuda/lt_gemm.h"
-#include "calib/executor/gpu_backend.h"
 #include "calib/executor/buffer_pool.h"
 #include "calib/executor/gemm_work.h"
+#include "calib/executor/gpu_backend.h"
 #include "calib/executor/measured_steps.h"
+#include "calib/executor/measured_timeline.h"
 #include "calib/executor/rank_threads.h"
 #include "calib/executor/run_stop.h"
 #include "calib/executor/streaming_buffer.h"
-#include "calib/probe/mpi_world.h"
-#include "workloads/attention_kernels.h"
+#include "topology/base/mpi_world.h"
+#include "workloads/kernels/attention_kernels.h"
 
 #include <algorithm>
 #include <atomic>
@@ -460,7 +461,7 @@ class GpuRankRun final : public RankThreadRun {
 
 // One process per GPU under mpirun; each rank on its host's GPU of its
 // local rank; the NCCL unique id goes out over MPI.
-MeasuredRun execute_one_rank_per_process(const workloads::Program& program, const ExecutionOptions& options, int devices) {
+MeasuredSteps execute_one_rank_per_process(const workloads::Program& program, const ExecutionOptions& options, int devices) {
   check_one_process_per_rank(program);
   const int rank = world_rank();
   RankSteps mine;
@@ -482,7 +483,7 @@ MeasuredRun execute_one_rank_per_process(const workloads::Program& program, cons
 }
 
 // Every rank in this process, rank r on GPU r, one host thread each.
-MeasuredRun execute_all_ranks_here(const workloads::Program& program, const ExecutionOptions& options, int devices) {
+MeasuredSteps execute_all_ranks_here(const workloads::Program& program, const ExecutionOptions& options, int devices) {
   if (program.ranks > devices) {
     throw std::invalid_argument("the program has " + std::to_string(program.ranks) + " ranks but this process sees " +
                                 std::to_string(devices) + " GPU" + (devices == 1 ? "" : "s") +
@@ -515,8 +516,8 @@ MeasuredRun execute_on_gpu(const workloads::Program& program, const ExecutionOpt
   const int devices = visible_gpus();
   if (devices == 0) throw std::invalid_argument("--backend gpu: no CUDA device is visible");
   StopSignalHandlers signals;
-  return mpi_running() ? execute_one_rank_per_process(program, options, devices)
-                       : execute_all_ranks_here(program, options, devices);
+  return measured_run(program, mpi_running() ? execute_one_rank_per_process(program, options, devices)
+                                             : execute_all_ranks_here(program, options, devices));
 }
 
 }  // namespace shardsim::calib

@@ -1,9 +1,11 @@
-// What an executor backend measures when it runs a Program for real: per
-// rank and op, when the op began to occupy its stream and when it ended,
-// for one representative step, plus every measured step's time. The CLI
-// turns it into a Timeline in the simulator's schema (DESIGN.md, "One IR,
-// two backends"), so prediction and measurement compare op by op.
+// What an executor backend returns when it runs a Program for real: every
+// measured step's time, and one representative step as the Program's
+// Timeline (workloads/ir/timeline.h), the type the simulator returns too
+// (DESIGN.md, "One IR, two backends"), so prediction and measurement compare
+// op by op.
 #pragma once
+
+#include "workloads/ir/timeline.h"
 
 #include <cstdint>
 #include <stdexcept>
@@ -36,19 +38,30 @@ struct MeasuredOp {
   double end_seconds = -1;
 };
 
-struct MeasuredRun {
+// What both forms of a run below share.
+struct MeasuredStepTimes {
   std::string backend;  // "cpu" or "gpu"
   std::string device;   // what ran it, for reports
   // Every measured step's time (its slowest rank), in order.
   std::vector<double> step_seconds;
   // The step whose op timings are kept: the median by step time.
   int reported_step = 0;
-  // [rank][op of the rank's program]; filled on world rank 0 only. When all
-  // ranks share a host they share its monotonic clock, and every time is
-  // from the earliest rank's step start (shared_clock); across hosts, each rank's times
-  // are from its own step start, which a barrier aligns.
-  std::vector<std::vector<MeasuredOp>> ops;
+  // When all ranks share a host they share its monotonic clock, and every
+  // time is from the earliest rank's step start; across hosts, each rank's
+  // times are from its own step start, which a barrier aligns.
   bool shared_clock = false;
+};
+
+// The ranks' measurements gathered at world rank 0 (measured_steps.h), as
+// the backends record them: [rank][op of the rank's program], in seconds.
+struct MeasuredSteps : MeasuredStepTimes {
+  std::vector<std::vector<MeasuredOp>> ops;
+};
+
+// What an executor returns: the reported step as a Timeline of the Program
+// (measured_timeline.h), on world rank 0; empty on the other ranks.
+struct MeasuredRun : MeasuredStepTimes {
+  workloads::Timeline timeline;
 };
 
 // A run that cannot go on (a stalled collective, a failed call): the message

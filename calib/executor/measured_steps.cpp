@@ -1,6 +1,6 @@
 #include "calib/executor/measured_steps.h"
 
-#include "calib/probe/mpi_world.h"
+#include "topology/base/mpi_world.h"
 
 #include <mpi.h>
 
@@ -75,10 +75,10 @@ RankSteps measure_steps(int rank, const ExecutionOptions& options, const std::fu
   return mine;
 }
 
-MeasuredRun gather_measured_steps(const RankSteps& mine, std::string backend, std::string device) {
+MeasuredSteps gather_measured_steps(const RankSteps& mine, std::string backend, std::string device) {
   const int rank = world_rank();
   const int size = world_size();
-  MeasuredRun result;
+  MeasuredSteps result;
   result.backend = std::move(backend);
   result.device = std::move(device);
   for (const auto& timing : mine.steps) result.step_seconds.push_back(step_end(timing));
@@ -123,8 +123,8 @@ MeasuredRun gather_measured_steps(const RankSteps& mine, std::string backend, st
   return result;
 }
 
-MeasuredRun combine_rank_steps(const std::vector<RankSteps>& ranks, std::string backend, std::string device) {
-  MeasuredRun result;
+MeasuredSteps combine_rank_steps(const std::vector<RankSteps>& ranks, std::string backend, std::string device) {
+  MeasuredSteps result;
   result.backend = std::move(backend);
   result.device = std::move(device);
   result.shared_clock = true;

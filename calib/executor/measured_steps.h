@@ -1,11 +1,11 @@
 // What the executor backends do around their own run: refuse a request
 // that cannot run, and collect what every rank measured into one
-// MeasuredRun, over MPI_COMM_WORLD (one process per rank) or from the host
+// MeasuredSteps, over MPI_COMM_WORLD (one process per rank) or from the host
 // threads of one process that runs every rank.
 #pragma once
 
 #include "calib/executor/measured_run.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <cstdint>
 #include <functional>
@@ -45,11 +45,11 @@ RankSteps measure_steps(int rank, const ExecutionOptions& options, const std::fu
 // rank's; the median step is reported; its timings are gathered at rank 0,
 // shifted onto the earliest rank's start when every rank is on one host
 // (one clock).
-MeasuredRun gather_measured_steps(const RankSteps& mine, std::string backend, std::string device);
+MeasuredSteps gather_measured_steps(const RankSteps& mine, std::string backend, std::string device);
 
 // gather_measured_steps for one process that ran every rank (`ranks[r]` is
 // rank r): one host, one clock, so the reported step's timings are put on
 // the earliest rank's start.
-MeasuredRun combine_rank_steps(const std::vector<RankSteps>& ranks, std::string backend, std::string device);
+MeasuredSteps combine_rank_steps(const std::vector<RankSteps>& ranks, std::string backend, std::string device);
 
 }  // namespace shardsim::calib

@@ -63,7 +63,7 @@ class FirstFailure {
 
 }  // namespace
 
-MeasuredRun run_ranks_in_threads(int ranks, const ExecutionOptions& options, const MakeRankThreadRun& make,
+MeasuredSteps run_ranks_in_threads(int ranks, const ExecutionOptions& options, const MakeRankThreadRun& make,
                                  const std::string& backend) {
   FirstFailure failure;
   std::barrier together(ranks);

@@ -46,7 +46,7 @@ using MakeRankThreadRun = std::function<std::unique_ptr<RankThreadRun>(int rank,
 // combine_rank_steps does. The first rank's failure is rethrown once every
 // thread has ended: ExecutionError as it is, another runtime_error as an
 // ExecutionError naming the rank, anything else unchanged.
-MeasuredRun run_ranks_in_threads(int ranks, const ExecutionOptions& options, const MakeRankThreadRun& make,
+MeasuredSteps run_ranks_in_threads(int ranks, const ExecutionOptions& options, const MakeRankThreadRun& make,
                                  const std::string& backend);
 
 }  // namespace shardsim::calib

@@ -4,7 +4,7 @@
 // and stop messages.
 #pragma once
 
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 #include "calib/probe/cpu_probe.h"
 
-#include "calib/probe/mpi_world.h"
+#include "calib/probe/probe_timing.h"
 
 #include <Eigen/Dense>
 

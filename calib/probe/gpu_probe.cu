@@ -2,8 +2,8 @@
 
 #include "calib/cuda/fused_attention.h"
 #include "calib/cuda/lt_gemm.h"
-#include "calib/probe/mpi_world.h"
-#include "workloads/attention_kernels.h"
+#include "calib/probe/probe_timing.h"
+#include "workloads/kernels/attention_kernels.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>

@@ -12,13 +12,13 @@
 // Rank 0 prints progress and an nccl-tests-style table and writes the file
 // (to a temporary name, renamed when complete).
 #include "calib/measurements.h"
+#include "calib/nccl_tests_table.h"
 #include "calib/probe/cpu_probe.h"
-#include "calib/probe/mpi_world.h"
 #include "calib/probe/probe_options.h"
-#include "sim/cli/atomic_output.h"
-#include "sim/cli/mpi_session.h"
-#include "sim/nccl_tests_table.h"
-#include "topology/json_input.h"
+#include "topology/base/atomic_output.h"
+#include "topology/base/json_input.h"
+#include "topology/base/mpi_session.h"
+#include "topology/base/mpi_world.h"
 #ifdef SHARDSIM_PROBE_WITH_CUDA
 #include "calib/probe/gpu_probe.h"
 #endif
@@ -28,17 +28,18 @@
 
 #include <iostream>
 #include <map>
+#include <optional>
 
 namespace {
 
 using namespace shardsim;
 
 void print_collectives(const calib::Measurements& m) {
-  std::map<workloads::CollectiveOp, std::vector<sim::NcclTestsRow>> by_op;
+  std::map<workloads::CollectiveOp, std::vector<calib::NcclTestsRow>> by_op;
   for (const auto& c : m.collectives) {
-    sim::NcclTestsRow row;
+    calib::NcclTestsRow row;
     row.op = c.op;
-    row.size = sim::nccl_tests_size(c.op, static_cast<long long>(c.bytes), *sim::parse_data_type("float"), c.ranks);
+    row.size = calib::nccl_tests_size(c.op, static_cast<long long>(c.bytes), *calib::parse_data_type("float"), c.ranks);
     row.type = c.type;
     row.root = c.op == workloads::CollectiveOp::broadcast ? 0 : -1;
     row.seconds = c.seconds;
@@ -48,18 +49,13 @@ void print_collectives(const calib::Measurements& m) {
   }
   for (const auto& [op, rows] : by_op) {
     std::cout << "#\n# Collective test: " << workloads::to_string(op) << " (" << rows.front().ranks << " ranks)\n";
-    sim::write_nccl_tests_header(std::cout);
-    for (const auto& row : rows) sim::write_nccl_tests_row(std::cout, row);
-    sim::write_nccl_tests_footer(std::cout, rows);
+    calib::write_nccl_tests_header(std::cout);
+    for (const auto& row : rows) calib::write_nccl_tests_row(std::cout, row);
+    calib::write_nccl_tests_footer(std::cout, rows);
   }
 }
 
-void start_mpi() {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-}
-
-int run(int argc, char** argv, int rank) {
+int run(int argc, char** argv, int rank, std::optional<MpiSession>& mpi) {
   CLI::App app{"shardsim-probe: measure GEMMs, memory copies, kernel launches and collectives for shardsim calib fit",
                "shardsim-probe"};
   std::string backend = "auto";
@@ -105,7 +101,7 @@ int run(int argc, char** argv, int rank) {
   const bool gpu = false;
 #endif
   if (!gpu && backend == "auto" && rank == 0) std::cout << "# no GPU visible: measuring the CPU (Eigen, MPI)\n";
-  if (!gpu && !calib::mpi_running()) start_mpi();
+  if (!gpu && !mpi) mpi.emplace(MPI_THREAD_SERIALIZED);
   calib::Measurements measurements;
 #ifdef SHARDSIM_PROBE_WITH_CUDA
   if (gpu) measurements = calib::run_gpu_probe(options);
@@ -114,7 +110,7 @@ int run(int argc, char** argv, int rank) {
 
   if (rank == 0) {
     print_collectives(measurements);
-    cli::AtomicOutputFile file(output);
+    AtomicOutputFile file(output);
     file.stream() << calib::measurements_to_json(measurements).dump(1) << "\n";
     file.commit();
     std::cout << "# wrote " << measurements.gemm.size() << " GEMMs, " << measurements.copies.size() << " copies, "
@@ -126,20 +122,21 @@ int run(int argc, char** argv, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (shardsim::cli::launched_by_mpi()) start_mpi();
-  const int rank = shardsim::calib::world_rank();
+  std::optional<shardsim::MpiSession> mpi;
+  if (shardsim::launched_by_mpi()) mpi.emplace(MPI_THREAD_SERIALIZED);
+  const int rank = shardsim::world_rank();
   int code = 0;
   try {
-    code = run(argc, argv, rank);
+    code = run(argc, argv, rank, mpi);
   } catch (const shardsim::InputError& e) {
     std::cerr << "shardsim-probe: " << e.what() << "\n";
     code = 2;
   } catch (const std::exception& e) {
     // One rank failing leaves the others inside a collective: abort them all.
     std::cerr << "shardsim-probe: rank " << rank << ": " << e.what() << "\n";
-    if (shardsim::calib::mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (shardsim::mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
     code = 1;
   }
-  if (shardsim::calib::mpi_running()) MPI_Finalize();
-  return code;
+  return code;  // the MpiSession, if any, finalises MPI
+
 }

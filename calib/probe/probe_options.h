@@ -38,7 +38,7 @@ struct GemmShape3 {
 std::vector<GemmShape3> probe_gemm_shapes(long long max_square, long long hidden, long long max_tokens);
 
 // Every GEMM a LLaMA-style layer of `hidden` runs in training, as the
-// Program writes them (workloads/tensor_parallel_gemms.h): the forward
+// Program writes them (workloads/kernels/tensor_parallel_gemms.h): the forward
 // (tokens x out x in), the input gradient (tokens x in x out) and the weight
 // gradient (in x out x tokens) of QKV, the attention output, MLP gate + up and
 // MLP down, each whole and split over each tensor-parallel degree given

@@ -8,11 +8,11 @@
 #include "calib/nccl_tests_log.h"
 #include "calib/profile.h"
 #include "calib/profile_fit.h"
-#include "sim/cli/atomic_output.h"
-#include "sim/plot/curve_plot.h"
+#include "sim/report/curve_plot.h"
+#include "topology/base/atomic_output.h"
+#include "topology/base/json_input.h"
+#include "topology/base/presets.h"
 #include "topology/cluster_spec.h"
-#include "topology/json_input.h"
-#include "topology/presets.h"
 
 #include <CLI/CLI.hpp>
 

@@ -2,12 +2,12 @@
 // count (sim/search/capacity_plan.h), priced on a token budget; under mpirun
 // each count's candidates are shared among the processes, as in search.
 #include "sim/cli/commands.h"
+#include "workloads/import/model_file.h"
 
 #include "calib/profile.h"
-#include "sim/cli/atomic_output.h"
 #include "sim/cli/byte_size.h"
 #include "sim/cli/job_inputs.h"
-#include "sim/cli/mpi_session.h"
+#include "sim/cli/mpi_work_share.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/reliability_options.h"
 #include "sim/cli/search_space_options.h"
@@ -15,9 +15,11 @@
 #include "sim/cli/token_count.h"
 #include "sim/search/capacity_output.h"
 #include "sim/search/capacity_plan.h"
-#include "sim/text_format.h"
-#include "workloads/memory_model.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/atomic_output.h"
+#include "topology/base/mpi_session.h"
+#include "topology/base/text_format.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/memory/memory_model.h"
 
 #include <CLI/CLI.hpp>
 
@@ -58,7 +60,7 @@ int capacity(const CapacityOptions& options, int rank, int processes) {
   if (options.deadline_days) {
     if (!(*options.deadline_days > 0) || !std::isfinite(*options.deadline_days)) {
       throw std::invalid_argument("--deadline-days: must be a positive number of days, got " +
-                                  sim::printf_string("%g", *options.deadline_days));
+                                  printf_string("%g", *options.deadline_days));
     }
     budget.deadline_seconds = *options.deadline_days * sim::kSecondsPerDay;
   }

@@ -1,13 +1,13 @@
 #include "sim/cli/commands.h"
 
 #include "calib/profile.h"
-#include "sim/cli/atomic_output.h"
 #include "sim/cli/byte_size.h"
-#include "sim/cli/job_inputs.h"
 #include "sim/cli/index_list.h"
+#include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/collective_sweep.h"
-#include "topology/json_input.h"
+#include "topology/base/atomic_output.h"
+#include "topology/base/json_input.h"
 #include "topology/routing.h"
 
 #include <CLI/CLI.hpp>
@@ -82,7 +82,7 @@ int run_collective(const CollectiveOptions& options) {
   sim::CollectiveSweep sweep;
   sweep.sizes = sim::geometric_sizes(parse_byte_size("--min-bytes", options.min_bytes),
                                      parse_byte_size("--max-bytes", options.max_bytes), options.step_factor);
-  const auto type = sim::parse_data_type(options.type);
+  const auto type = calib::parse_data_type(options.type);
   if (!type) throw std::invalid_argument("--type: unknown data type '" + options.type + "'");
   sweep.type = *type;
   sweep.root = options.root;
@@ -98,21 +98,21 @@ int run_collective(const CollectiveOptions& options) {
             << "\n";
 
   ProgressBar progress("simulating", sweep.sizes.size() * ops.size());
-  std::vector<sim::NcclTestsRow> all_rows;
+  std::vector<calib::NcclTestsRow> all_rows;
   for (workloads::CollectiveOp op : ops) {
     sweep.op = op;
     const auto rows = sim::run_collective_sweep(cluster, router, profile, group, sweep, [&] { progress.advance(); });
     std::cout << "#\n# Collective test: " << workloads::to_string(op) << "\n";
-    sim::write_nccl_tests_header(std::cout);
-    for (const auto& row : rows) sim::write_nccl_tests_row(std::cout, row);
-    sim::write_nccl_tests_footer(std::cout, rows);
+    calib::write_nccl_tests_header(std::cout);
+    for (const auto& row : rows) calib::write_nccl_tests_row(std::cout, row);
+    calib::write_nccl_tests_footer(std::cout, rows);
     all_rows.insert(all_rows.end(), rows.begin(), rows.end());
   }
 
   if (!options.csv.empty()) {
     AtomicOutputFile csv(options.csv);
-    sim::write_csv_header(csv.stream());
-    for (const auto& row : all_rows) sim::write_csv_row(csv.stream(), row);
+    calib::write_csv_header(csv.stream());
+    for (const auto& row : all_rows) calib::write_csv_row(csv.stream(), row);
     csv.commit();
   }
   return 0;
@@ -163,7 +163,7 @@ void add_collective_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "ll", "ll128", "simple"}))
       ->capture_default_str();
   command->add_option("-d,--type", options->type, "Element type, as nccl-tests names it")
-      ->check(CLI::IsMember(sim::data_type_names()))
+      ->check(CLI::IsMember(calib::data_type_names()))
       ->capture_default_str();
   command->add_option("-r,--root", options->root, "Root rank of broadcast, reduce and send")->capture_default_str();
   command->add_option("--csv", options->csv, "Also write the rows as CSV to this file");

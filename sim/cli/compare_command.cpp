@@ -1,12 +1,12 @@
 // shardsim compare: a predicted and a measured timeline of the same Program
-// side by side (sim/step/timeline_comparison.h): a table, CSV, JSON, and a
+// side by side (sim/report/timeline_comparison.h): a table, CSV, JSON, and a
 // PNG of one rank's two timelines.
 #include "sim/cli/commands.h"
 
-#include "sim/cli/atomic_output.h"
-#include "sim/step/hdf5_timeline.h"
-#include "sim/step/timeline_comparison.h"
-#include "sim/step/timeline_plot.h"
+#include "sim/report/hdf5_timeline.h"
+#include "sim/report/timeline_comparison.h"
+#include "sim/report/timeline_plot.h"
+#include "topology/base/atomic_output.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

@@ -4,21 +4,19 @@
 // `shardsim compare`.
 #include "sim/cli/commands.h"
 
-#include "calib/executor/cpu_executor.h"
-#include "calib/executor/gpu_backend.h"
+#include "calib/executor/execute.h"
 #include "calib/profile.h"
-#include "sim/cli/atomic_output.h"
 #include "sim/cli/job_inputs.h"
-#include "sim/cli/mpi_session.h"
-#include "sim/cli/step_table.h"
-#include "sim/step/chrome_trace.h"
-#include "sim/step/hdf5_timeline.h"
-#include "sim/step/measured_timeline.h"
-#include "sim/step/step_report.h"
-#include "sim/step/timeline_check.h"
+#include "sim/report/chrome_trace.h"
+#include "sim/report/hdf5_timeline.h"
+#include "sim/report/step_report.h"
+#include "sim/report/step_table.h"
+#include "topology/base/atomic_output.h"
+#include "topology/base/json_input.h"
+#include "topology/base/mpi_session.h"
 #include "topology/cluster.h"
-#include "topology/json_input.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/ir/timeline_check.h"
 
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -75,19 +73,6 @@ nlohmann::json measured_section(const calib::MeasuredRun& run) {
           {"shared_clock", run.shared_clock}};
 }
 
-// The GPU backend, or nullptr for the CPU one. auto: the GPU backend when
-// its module loads and sees a device.
-const calib::GpuBackend* gpu_backend(const std::string& backend) {
-  if (backend == "cpu") return nullptr;
-  std::string why_not;
-  const calib::GpuBackend* gpu = calib::load_gpu_backend(why_not);
-  if (backend == "gpu" && gpu == nullptr) throw std::invalid_argument("--backend gpu: " + why_not);
-  if (gpu == nullptr) return nullptr;
-  const int devices = gpu->visible_gpus();
-  if (backend == "gpu" && devices == 0) throw std::invalid_argument("--backend gpu: no CUDA device is visible");
-  return devices > 0 ? gpu : nullptr;
-}
-
 int exec_step(const ExecOptions& options) {
   // Under a launcher, one process per rank. Without one, the GPU backend
   // runs every rank in this process over the local GPUs, and the CPU
@@ -96,7 +81,7 @@ int exec_step(const ExecOptions& options) {
   if (launched_by_mpi()) mpi.emplace(MPI_THREAD_FUNNELED);
   const bool root = !mpi || mpi->rank() == 0;
   try {
-    const calib::GpuBackend* gpu = gpu_backend(options.backend);
+    const calib::GpuBackend* gpu = calib::choose_gpu_backend(options.backend);
     if (!mpi && gpu == nullptr) mpi.emplace(MPI_THREAD_FUNNELED);
     JobOptions job = options.job;
     if (mpi) {
@@ -111,7 +96,7 @@ int exec_step(const ExecOptions& options) {
     const JobInputs inputs = load_job_inputs(job);
     if (root) print_notes(inputs);  // every rank reads the same launch
     const calib::Profile profile = load_job_profile(options.profile, inputs.cluster);
-    const workloads::Program program = workloads::compile_step(inputs.step);
+    const workloads::Program program = workloads::compile(inputs.step);
     calib::ExecutionOptions execution;
     execution.warmup_steps = options.warmup;
     execution.measured_steps = options.steps;
@@ -126,15 +111,15 @@ int exec_step(const ExecOptions& options) {
       std::fprintf(stderr, "shardsim exec: %zu ops on %d ranks, %d warm-up + %d measured steps\n",
                    program.total_ops(), program.ranks, options.warmup, options.steps);
     }
-    const calib::MeasuredRun run = gpu != nullptr ? gpu->execute(program, execution) : calib::execute_on_cpu(program, execution);
+    const calib::MeasuredRun run = calib::execute(program, execution, gpu);
     if (!root) return 0;
 
-    const sim::StepTimeline timeline = sim::measured_timeline(program, run);
+    const workloads::Timeline& timeline = run.timeline;
     // Tolerance: clock reads and the double round trip on the CPU (1 us);
     // on GPUs, each rank's events are put on the host clock through one
     // event synchronisation per step (50 us).
     const TimePs tolerance = picoseconds_from_seconds(run.backend == "gpu" ? 50e-6 : 1e-6);
-    const auto violations = sim::timeline_violations(program, timeline, tolerance);
+    const auto violations = workloads::timeline_violations(program, timeline, tolerance);
     if (!violations.empty()) {
       std::string what = "the measured timeline is inconsistent (an executor bug):";
       for (const auto& v : violations) what += "\n  " + v;

@@ -1,7 +1,8 @@
 #include "sim/cli/job_inputs.h"
 
-#include "workloads/deepspeed_config.h"
-#include "workloads/megatron_args.h"
+#include "workloads/import/deepspeed_config.h"
+#include "workloads/import/megatron_args.h"
+#include "workloads/import/model_file.h"
 
 #include <CLI/CLI.hpp>
 

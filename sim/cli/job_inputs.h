@@ -6,11 +6,11 @@
 
 #include "calib/profile.h"
 #include "topology/cluster_spec.h"
-#include "workloads/job_scale.h"
-#include "workloads/model.h"
-#include "workloads/plan.h"
-#include "workloads/step_compiler.h"
-#include "workloads/training.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/inputs/job_scale.h"
+#include "workloads/inputs/model.h"
+#include "workloads/inputs/plan.h"
+#include "workloads/inputs/training.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // shardsim: the command-line entry point. Subcommands live in commands.h.
 #include "sim/cli/commands.h"
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
 
 #include <CLI/CLI.hpp>
 

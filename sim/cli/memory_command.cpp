@@ -1,9 +1,9 @@
 #include "sim/cli/commands.h"
 
 #include "sim/cli/job_inputs.h"
-#include "sim/cli/step_table.h"
-#include "workloads/memory_model.h"
-#include "workloads/step_compiler.h"
+#include "sim/report/step_table.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/memory/memory_model.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -72,7 +72,7 @@ int run_memory(const MemoryOptions& options) {
   }
   std::printf("# shardsim memory: %s (%.3f B parameters) on %s, %d GPUs, %d data-parallel\n", model.name.c_str(),
               static_cast<double>(parameters) / 1e9, cluster.name.c_str(), gpus, inputs.step.data_parallel);
-  if (plan.system == ShardingSystem::zero_pipeline) {
+  if (workloads::behaviour_of(plan.system).compiler == workloads::StepCompiler::zero_pipeline) {
     std::printf("# TP-free pipeline %d x %d virtual stages, scheduling units of %d micro-batches; the fullest stage: %d\n",
                 mp.pipeline, mp.virtual_stages, mp.scheduling_unit, stage);
   } else if (mp.any()) {

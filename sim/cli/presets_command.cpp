@@ -1,6 +1,6 @@
 #include "sim/cli/commands.h"
 
-#include "topology/presets.h"
+#include "topology/base/presets.h"
 
 #include <CLI/CLI.hpp>
 

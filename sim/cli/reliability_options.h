@@ -1,9 +1,9 @@
 // The reliability options `shardsim run --tokens` and `shardsim capacity`
 // share: how often GPUs fail, how fast checkpoints are written, how long a
-// restart takes (sim/step/interruptions.h, whose defaults they start from).
+// restart takes (sim/search/interruptions.h, whose defaults they start from).
 #pragma once
 
-#include "sim/step/interruptions.h"
+#include "sim/search/interruptions.h"
 
 namespace CLI {
 class App;

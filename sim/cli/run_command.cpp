@@ -1,25 +1,25 @@
 #include "sim/cli/commands.h"
 
 #include "calib/profile.h"
-#include "sim/cli/atomic_output.h"
 #include "sim/cli/index_list.h"
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/reliability_options.h"
-#include "sim/cli/step_table.h"
 #include "sim/cli/token_count.h"
+#include "sim/report/chakra_trace.h"
+#include "sim/report/chrome_trace.h"
+#include "sim/report/hdf5_timeline.h"
+#include "sim/report/step_report.h"
+#include "sim/report/step_table.h"
+#include "sim/search/interruptions.h"
 #include "sim/search/plan_space.h"
-#include "sim/step/chakra_trace.h"
-#include "sim/step/chrome_trace.h"
-#include "sim/step/hdf5_timeline.h"
-#include "sim/step/interruptions.h"
-#include "sim/step/step_report.h"
+#include "sim/search/training_time.h"
 #include "sim/step/step_simulator.h"
-#include "sim/step/training_time.h"
+#include "topology/base/atomic_output.h"
 #include "topology/cluster.h"
 #include "topology/placement.h"
 #include "topology/routing.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -115,7 +115,7 @@ int run_step(const RunOptions& options) {
   const topology::Cluster cluster(inputs.cluster);
   const topology::Router router(cluster);
 
-  const workloads::Program program = workloads::compile_step(step);
+  const workloads::Program program = workloads::compile(step);
   if (!options.program.empty()) {
     AtomicOutputFile out(options.program);
     out.stream() << workloads::program_to_json(program).dump(1) << "\n";
@@ -140,7 +140,7 @@ int run_step(const RunOptions& options) {
       ++shown;
     }
   };
-  const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile, simulation);
+  const workloads::Timeline timeline = sim::simulate(program, cluster, router, profile, simulation);
   progress.reset();
   const sim::StepSummary summary =
       sim::summarize_step(program, timeline, profile, inputs.cluster.node.gpu_memory_bytes, options.breakdown_rank);

@@ -7,18 +7,19 @@
 //              "plans": ["zero1", "zero3"], "gpus": [8, 16, 32],
 //              "overlap": ["plan"]}]}
 #include "sim/cli/commands.h"
+#include "workloads/import/model_file.h"
 
 #include "calib/profile.h"
-#include "sim/cli/atomic_output.h"
 #include "sim/cli/job_inputs.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/threads_option.h"
+#include "sim/report/step_report.h"
 #include "sim/search/parallel_for.h"
-#include "sim/step/step_report.h"
 #include "sim/step/step_simulator.h"
-#include "sim/text_format.h"
+#include "topology/base/atomic_output.h"
+#include "topology/base/json_input.h"
+#include "topology/base/text_format.h"
 #include "topology/cluster.h"
-#include "topology/json_input.h"
 #include "topology/routing.h"
 
 #include <CLI/CLI.hpp>
@@ -33,7 +34,7 @@ namespace shardsim::cli {
 
 namespace {
 
-using sim::csv_field;
+using shardsim::csv_field;
 
 struct ScenarioRun {
   std::string model, training;
@@ -146,10 +147,10 @@ int run_scenarios(const ScenarioOptions& options) {
     try {
       JobInputs inputs = load_job_inputs(job);
       workloads::apply_overlap_level(inputs.step.plan, row.overlap);
-      const workloads::Program program = workloads::compile_step(inputs.step);
+      const workloads::Program program = workloads::compile(inputs.step);
       sim::StepSimulationOptions simulation;
       simulation.timed_ranks = std::vector<int>{0};  // the breakdown's rank
-      const sim::StepTimeline timeline = sim::simulate_step(program, cluster, router, profile, simulation);
+      const workloads::Timeline timeline = sim::simulate(program, cluster, router, profile, simulation);
       const sim::StepSummary summary = sim::summarize_step(program, timeline, profile, spec.node.gpu_memory_bytes);
       const nlohmann::json& d = program.description;
       out << d["system"].get<std::string>() << "," << row.gpus << "," << row.overlap << ","

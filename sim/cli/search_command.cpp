@@ -3,21 +3,23 @@
 // are shared among the processes and rank 0 writes the same output a lone
 // process would.
 #include "sim/cli/commands.h"
+#include "workloads/import/model_file.h"
 
 #include "calib/profile.h"
-#include "sim/cli/atomic_output.h"
 #include "sim/cli/byte_size.h"
 #include "sim/cli/job_inputs.h"
-#include "sim/cli/mpi_session.h"
+#include "sim/cli/mpi_work_share.h"
 #include "sim/cli/progress_bar.h"
 #include "sim/cli/search_space_options.h"
 #include "sim/cli/threads_option.h"
-#include "sim/cli/step_table.h"
+#include "sim/report/step_table.h"
 #include "sim/search/plan_search.h"
 #include "sim/search/search_output.h"
-#include "topology/json_input.h"
-#include "workloads/memory_model.h"
-#include "workloads/step_compiler.h"
+#include "topology/base/atomic_output.h"
+#include "topology/base/json_input.h"
+#include "topology/base/mpi_session.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/memory/memory_model.h"
 
 #include <CLI/CLI.hpp>
 
@@ -118,7 +120,7 @@ int search(const SearchOptions& options, int rank, int processes) {
     }
     const sim::Candidate& candidate = result.candidates[result.ranked[options.explain - 1]];
     const workloads::Program program = planner.compile(request, candidate);
-    const sim::StepTimeline timeline = planner.simulate(program, candidate);
+    const workloads::Timeline timeline = planner.simulate(program, candidate);
     const sim::StepSummary summary = sim::summarize_step(program, timeline, profile, spec.node.gpu_memory_bytes, 0);
     std::cout.flush();
     const int group = std::max(sim::placement_group_ranks(candidate.plan, candidate.factors, gpus), 1);

@@ -6,12 +6,18 @@
 #include "sim/collectives/nvls.h"
 #include "sim/collectives/ring.h"
 #include "sim/collectives/tree.h"
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
+#include "workloads/ir/algorithm_support.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 namespace shardsim::sim {
+
+std::string CollectiveAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout& group) const {
+  if (std::string why = workloads::op_refusal(kind(), op); !why.empty()) return why;
+  return group_refusal(op, group);
+}
 
 double CollectiveCost::seconds(double bytes) const {
   const double latency_factor = size_correction.latency_factor_at(bytes);

@@ -66,12 +66,18 @@ class CollectiveAlgorithm {
   virtual ~CollectiveAlgorithm() = default;
 
   virtual Algorithm kind() const = 0;
-  // Empty when supported; otherwise why not (shown to the user).
-  virtual std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const = 0;
+  // Empty when supported; otherwise why not (shown to the user): an op the
+  // algorithm does not run (workloads/ir/algorithm_support.h), or a group it
+  // cannot run on.
+  std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const;
   // Transfers for one byte of buffer (scale to the buffer when running it).
   virtual TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const = 0;
   virtual CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                               Protocol protocol) const = 0;
+
+ protected:
+  // Empty when the algorithm can run `op`, one it runs, on `group`.
+  virtual std::string group_refusal(CollectiveOp /*op*/, const GroupLayout& /*group*/) const { return ""; }
 };
 
 const CollectiveAlgorithm& collective_algorithm(Algorithm kind);

@@ -126,13 +126,6 @@ TimePs launch_latency(const calib::ProtocolParams& params, const DirectSchedule&
 
 }  // namespace
 
-std::string DirectAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout&) const {
-  if (op != CollectiveOp::all_to_all && op != CollectiveOp::send_recv && op != CollectiveOp::send) {
-    return "direct only implements all_to_all, send_recv and send";
-  }
-  return "";
-}
-
 TransferPlan DirectAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call,
                                    Protocol protocol) const {
   const auto& params = protocol_params(context.profile, call.op, Algorithm::direct, protocol);

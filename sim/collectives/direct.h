@@ -20,7 +20,6 @@ namespace shardsim::sim {
 class DirectAlgorithm final : public CollectiveAlgorithm {
  public:
   Algorithm kind() const override { return Algorithm::direct; }
-  std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const override;
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;

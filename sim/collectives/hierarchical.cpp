@@ -41,8 +41,7 @@ std::vector<HierarchicalPhase> phases(const topology::Cluster& cluster, const Gr
 
 }  // namespace
 
-std::string HierarchicalAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout& group) const {
-  if (op != CollectiveOp::all_reduce) return "hier only implements all_reduce";
+std::string HierarchicalAlgorithm::group_refusal(CollectiveOp, const GroupLayout& group) const {
   if (!group.uniform()) return "hier needs the same number of GPUs on every node";
   return "";
 }

@@ -14,10 +14,11 @@ namespace shardsim::sim {
 class HierarchicalAlgorithm final : public CollectiveAlgorithm {
  public:
   Algorithm kind() const override { return Algorithm::hierarchical; }
-  std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const override;
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+ protected:
+  std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;
 };
 
 }  // namespace shardsim::sim

@@ -79,12 +79,6 @@ TimePs transfer_latency(const CollectiveContext& context, const calib::ProtocolP
   return switch_step + static_cast<TimePs>(2.0 * transfer.depth * network);
 }
 
-std::string all_reduce_only(CollectiveOp op, std::string_view name) {
-  if (op == CollectiveOp::all_reduce) return "";
-  return std::string(name) +
-         " only implements all_reduce: NCCL's NVLS reduce-scatter and all-gather save SMs, not time (nvls.h)";
-}
-
 TransferPlan nvls_plan(Algorithm algorithm, const CollectiveContext& context, const CollectiveCall& call,
                        Protocol protocol) {
   const auto& params = protocol_params(context.profile, call.op, algorithm, protocol);
@@ -128,8 +122,7 @@ CollectiveCost nvls_cost(Algorithm algorithm, const CollectiveContext& context, 
 
 }  // namespace
 
-std::string NvlsAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout& group) const {
-  if (auto reason = all_reduce_only(op, "nvls"); !reason.empty()) return reason;
+std::string NvlsAlgorithm::group_refusal(CollectiveOp, const GroupLayout& group) const {
   if (group.node_count() != 1) return "nvls runs inside one node; across nodes NCCL uses nvls_tree";
   if (group.size() < 2) return "nvls needs at least 2 GPUs";
   return "";
@@ -144,8 +137,7 @@ CollectiveCost NvlsAlgorithm::cost(const CollectiveContext& context, const Colle
   return nvls_cost(Algorithm::nvls, context, call, protocol);
 }
 
-std::string NvlsTreeAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout& group) const {
-  if (auto reason = all_reduce_only(op, "nvls_tree"); !reason.empty()) return reason;
+std::string NvlsTreeAlgorithm::group_refusal(CollectiveOp, const GroupLayout& group) const {
   if (group.node_count() < 2) return "nvls_tree spans nodes; inside one node NCCL uses nvls";
   if (!group.uniform() || group.max_gpus_per_node() < 2) {
     return "nvls_tree needs the same number of GPUs, at least 2, on every node";

@@ -35,19 +35,21 @@ namespace shardsim::sim {
 class NvlsAlgorithm final : public CollectiveAlgorithm {
  public:
   Algorithm kind() const override { return Algorithm::nvls; }
-  std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const override;
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+ protected:
+  std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;
 };
 
 class NvlsTreeAlgorithm final : public CollectiveAlgorithm {
  public:
   Algorithm kind() const override { return Algorithm::nvls_tree; }
-  std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const override;
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+ protected:
+  std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;
 };
 
 }  // namespace shardsim::sim

@@ -81,13 +81,6 @@ RingSchedule ring_schedule(const GroupLayout& group, const CollectiveCall& call)
   return schedule;
 }
 
-std::string RingAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout&) const {
-  if (op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv || op == CollectiveOp::send) {
-    return "ring does not implement " + std::string(workloads::to_string(op)) + " (use direct)";
-  }
-  return "";
-}
-
 TransferPlan RingAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const {
   if (is_chain(call.op)) {
     return with_ring_chains(context, call.op, protocol, [&](const RingChains& chains) { return chains.plan(call.root); });

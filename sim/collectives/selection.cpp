@@ -1,22 +1,13 @@
 #include "sim/collectives/selection.h"
 
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
+#include "workloads/ir/algorithm_support.h"
 
 #include <stdexcept>
 
 namespace shardsim::sim {
 
 namespace {
-
-std::vector<Algorithm> nccl_candidates(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return {Algorithm::ring, Algorithm::tree, Algorithm::nvls, Algorithm::nvls_tree};
-    case CollectiveOp::all_to_all:
-    case CollectiveOp::send_recv:
-    case CollectiveOp::send: return {Algorithm::direct};
-    default: return {Algorithm::ring};
-  }
-}
 
 // Protocols the profile gives for this algorithm (for hierarchical: its
 // three ring calls all need the protocol).
@@ -42,7 +33,7 @@ AlgorithmChooser::AlgorithmChooser(const CollectiveContext& context, const Colle
     if (!reason.empty()) throw std::invalid_argument(reason);
   }
   std::string runnable;  // for the message when the profile lists none of them
-  for (Algorithm a : algorithm ? std::vector<Algorithm>{*algorithm} : nccl_candidates(call.op)) {
+  for (Algorithm a : algorithm ? std::vector<Algorithm>{*algorithm} : workloads::nccl_algorithms(call.op)) {
     const auto& implementation = collective_algorithm(a);
     if (!implementation.unsupported_reason(call.op, context.group).empty()) continue;
     runnable += (runnable.empty() ? "" : ", ") + std::string(workloads::to_string(a));

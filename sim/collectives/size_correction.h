@@ -11,7 +11,7 @@
 #pragma once
 
 #include "calib/profile.h"
-#include "topology/units.h"
+#include "topology/base/units.h"
 
 #include <vector>
 

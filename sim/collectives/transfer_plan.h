@@ -13,7 +13,7 @@
 #include "calib/profile.h"
 #include "sim/collectives/size_correction.h"
 #include "topology/routing.h"
-#include "workloads/collective_kind.h"
+#include "workloads/ir/collective_kind.h"
 
 #include <vector>
 

@@ -82,11 +82,6 @@ std::vector<Hop> tree_edge_hops(const BinaryTree& tree, const std::vector<NodeCh
   return hops;
 }
 
-std::string TreeAlgorithm::unsupported_reason(CollectiveOp op, const GroupLayout&) const {
-  if (op != CollectiveOp::all_reduce) return "tree only implements all_reduce (as in NCCL)";
-  return "";
-}
-
 TransferPlan TreeAlgorithm::plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const {
   const calib::ProtocolParams params =
       protocol_params(context, call.op, Algorithm::tree, protocol, context.group);

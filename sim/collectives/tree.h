@@ -20,7 +20,6 @@ std::vector<Hop> tree_edge_hops(const BinaryTree& tree, const std::vector<NodeCh
 class TreeAlgorithm final : public CollectiveAlgorithm {
  public:
   Algorithm kind() const override { return Algorithm::tree; }
-  std::string unsupported_reason(CollectiveOp op, const GroupLayout& group) const override;
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;

@@ -1,7 +1,7 @@
 #include "sim/search/capacity_output.h"
 
 #include "sim/search/search_output.h"
-#include "sim/text_format.h"
+#include "topology/base/text_format.h"
 
 namespace shardsim::sim {
 

@@ -7,14 +7,14 @@
 // hyperparameter of the run, not a systems choice. More GPUs then means fewer
 // micro-batches per GPU (and, below one sequence per GPU, sequence or context
 // parallelism), so past some count a step stops getting shorter. Wall times
-// add what interruptions cost at the count (sim/step/interruptions.h): a job
+// add what interruptions cost at the count (sim/search/interruptions.h): a job
 // on more GPUs fails more often, so GPU-hours grow past the step's scaling.
 // Evaluation is not in them.
 #pragma once
 
+#include "sim/search/interruptions.h"
 #include "sim/search/plan_search.h"
-#include "sim/step/interruptions.h"
-#include "sim/step/training_time.h"
+#include "sim/search/training_time.h"
 
 #include <cstdint>
 #include <optional>

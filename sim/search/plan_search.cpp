@@ -2,7 +2,7 @@
 
 #include "sim/search/parallel_for.h"
 #include "sim/step/step_simulator.h"
-#include "workloads/step_compiler.h"
+#include "workloads/compile/step_compiler.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -104,7 +104,7 @@ CollectiveChoices& PlanSearch::choices(int worker) {
 }
 
 workloads::Program PlanSearch::compile(const SearchRequest& request, const Candidate& candidate) const {
-  return workloads::compile_step(step_config(request.model, candidate, cluster_.gpus_per_node()));
+  return workloads::compile(step_config(request.model, candidate, cluster_.gpus_per_node()));
 }
 
 StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candidate& candidate, int worker) {
@@ -114,12 +114,12 @@ StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candi
   options.gpu_of_rank = candidate.placement->gpu_of_rank;
   options.choices = &choices(worker);
   options.timed_ranks = std::vector<int>{0};  // the exposed communication below
-  const StepTimeline timeline = simulate_step(program, cluster_, router_, profile_, options);
+  const workloads::Timeline timeline = sim::simulate(program, cluster_, router_, profile_, options);
   StepEstimate estimate;
   estimate.out_of_memory = timeline.out_of_memory.has_value();
   estimate.step_seconds = seconds_from_picoseconds(timeline.step_time);
   // Pipeline stages differ: the fullest played rank's.
-  for (const MemoryPeak& peak : timeline.peak_memory) {
+  for (const workloads::MemoryPeak& peak : timeline.peak_memory) {
     estimate.peak_memory_bytes = std::max(estimate.peak_memory_bytes, peak.total_bytes);
   }
   estimate.spine_bytes = timeline.spine_bytes;
@@ -127,16 +127,16 @@ StepEstimate PlanSearch::estimate(const workloads::Program& program, const Candi
   return estimate;
 }
 
-StepTimeline PlanSearch::simulate(const workloads::Program& program, const Candidate& candidate, int worker) {
+workloads::Timeline PlanSearch::simulate(const workloads::Program& program, const Candidate& candidate, int worker) {
   StepSimulationOptions options;
   options.network = NetworkMode::flow;
   options.gpu_of_rank = candidate.placement->gpu_of_rank;
   options.choices = &choices(worker);
   options.timed_ranks = std::vector<int>{0};  // summarize() breaks rank 0's time down
-  return simulate_step(program, cluster_, router_, profile_, options);
+  return sim::simulate(program, cluster_, router_, profile_, options);
 }
 
-SimulatedStep PlanSearch::summarize(const workloads::Program& program, const StepTimeline& timeline) const {
+SimulatedStep PlanSearch::summarize(const workloads::Program& program, const workloads::Timeline& timeline) const {
   SimulatedStep step;
   step.out_of_memory = timeline.out_of_memory.has_value();
   step.spine_bytes = timeline.spine_bytes;

@@ -25,14 +25,14 @@
 #pragma once
 
 #include "calib/profile.h"
+#include "sim/report/step_report.h"
 #include "sim/search/plan_space.h"
 #include "sim/step/collective_choices.h"
-#include "sim/step/step_report.h"
 #include "topology/cluster.h"
 #include "topology/routing.h"
-#include "workloads/memory_model.h"
-#include "workloads/model.h"
-#include "workloads/program.h"
+#include "workloads/inputs/model.h"
+#include "workloads/ir/program.h"
+#include "workloads/memory/memory_model.h"
 
 #include <functional>
 #include <memory>
@@ -124,8 +124,8 @@ class PlanSearch {
   workloads::Program compile(const SearchRequest& request, const Candidate& candidate) const;
   StepEstimate estimate(const workloads::Program& program, const Candidate& candidate, int worker = 0);
   // Every rank on the flow network; the Timeline keeps rank 0's op timings.
-  StepTimeline simulate(const workloads::Program& program, const Candidate& candidate, int worker = 0);
-  SimulatedStep summarize(const workloads::Program& program, const StepTimeline& timeline) const;
+  workloads::Timeline simulate(const workloads::Program& program, const Candidate& candidate, int worker = 0);
+  SimulatedStep summarize(const workloads::Program& program, const workloads::Timeline& timeline) const;
 
  private:
   CollectiveChoices& choices(int worker);

@@ -1,10 +1,10 @@
 #include "sim/search/plan_space.h"
 
-#include "topology/json_input.h"
-#include "workloads/model_parallel_step.h"
-#include "workloads/pipeline_schedule.h"
-#include "workloads/pipeline_split.h"
-#include "workloads/transformer_kernels.h"
+#include "topology/base/json_input.h"
+#include "workloads/compile/model_parallel_step.h"
+#include "workloads/compile/pipeline_schedule.h"
+#include "workloads/inputs/pipeline_split.h"
+#include "workloads/kernels/transformer_kernels.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -16,12 +16,13 @@
 namespace shardsim::sim {
 
 using workloads::Plan;
-using workloads::ShardingSystem;
 
 namespace {
 
-bool is_pipeline(const Plan& plan) {
-  return plan.system == ShardingSystem::megatron || plan.system == ShardingSystem::zero_pipeline;
+bool is_pipeline(const Plan& plan) { return workloads::behaviour_of(plan.system).pipelines(); }
+
+bool is_megatron(const Plan& plan) {
+  return workloads::behaviour_of(plan.system).compiler == workloads::StepCompiler::megatron_pipeline;
 }
 
 }  // namespace
@@ -72,14 +73,14 @@ std::vector<Plan> systems(const SearchSpace& space, int gpus, int gpus_per_node)
     }
     const Plan hybrid = workloads::load_plan("fsdp-hybrid-8");
     const Plan mics = workloads::load_plan("mics-8");
-    const Plan zeropp = workloads::load_plan("zeropp-hpz8");
-    const Plan quantized_zeropp = workloads::load_plan("zeropp-hpz8-qwz-qgz");
+    const Plan zero_plus_plus = workloads::load_plan("zeropp-hpz8");
+    const Plan quantized_zero_plus_plus = workloads::load_plan("zeropp-hpz8-qwz-qgz");
     for (int k : factors) {
       if (k == 1 || k == gpus) continue;
       const std::string size = std::to_string(k);
       plans.push_back(with_factors(hybrid, "fsdp-hybrid-" + size, k, k, k));
       plans.push_back(with_factors(mics, "mics-" + size, k, k, k));
-      for (const Plan* preset : {&zeropp, &quantized_zeropp}) {
+      for (const Plan* preset : {&zero_plus_plus, &quantized_zero_plus_plus}) {
         Plan secondary = *preset;
         secondary.name = "zeropp-hpz" + size + (preset->quantized_weights ? "-qwz-qgz" : "");
         secondary.secondary_parameter_group = k;
@@ -287,7 +288,7 @@ std::vector<Plan> zero_pipeline_plans(const SearchSpace& space, const workloads:
 // there is none (m < p).
 bool with_microbatch_group(Plan& plan, std::int64_t micro_batches) {
   auto& mp = plan.model_parallel;
-  if (plan.system != ShardingSystem::megatron || mp.virtual_stages == 1 || micro_batches % mp.pipeline == 0) return true;
+  if (!is_megatron(plan) || mp.virtual_stages == 1 || micro_batches % mp.pipeline == 0) return true;
   for (int n = mp.pipeline + 1; n <= micro_batches; ++n) {
     if (workloads::microbatch_group_problem(mp.pipeline, static_cast<int>(micro_batches), n).empty()) {
       mp.microbatch_group_size = n;
@@ -504,7 +505,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
             if (!consecutive_policy && *placement == *consecutive) continue;
             candidate.index = candidates.size();
             candidate.training.recompute = recompute;
-            if (system.system == ShardingSystem::megatron) {
+            if (is_megatron(system)) {
               candidate.plan = layout;
               with_expert_overlap(candidate.plan, model, recompute);
             }

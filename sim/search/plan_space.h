@@ -75,10 +75,10 @@
 
 #include "topology/cluster.h"
 #include "topology/placement.h"
-#include "workloads/model.h"
-#include "workloads/plan.h"
-#include "workloads/step_compiler.h"
-#include "workloads/training.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/inputs/model.h"
+#include "workloads/inputs/plan.h"
+#include "workloads/inputs/training.h"
 
 #include <cstdint>
 #include <memory>
@@ -136,7 +136,7 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
                                             const workloads::TrainingConfig& training, const topology::Cluster& cluster,
                                             int gpus);
 
-// What compile_step and the memory model need to build the candidate.
+// What compile and the memory model need to build the candidate.
 workloads::StepConfig step_config(const workloads::ModelSpec& model, const Candidate& candidate, int gpus_per_node);
 
 // One line naming what the candidate chose: "mics-16, mbs 2, recompute selective, buckets 1 GB, leaf-aware".

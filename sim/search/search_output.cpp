@@ -1,7 +1,7 @@
 #include "sim/search/search_output.h"
 
-#include "sim/hdf5_tables.h"
-#include "sim/text_format.h"
+#include "sim/report/hdf5_tables.h"
+#include "topology/base/text_format.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,6 +1,6 @@
 #include "sim/step/kernel_time.h"
 
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
 
 #include <algorithm>
 #include <string>

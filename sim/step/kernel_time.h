@@ -9,7 +9,7 @@
 #pragma once
 
 #include "calib/profile.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 namespace shardsim::sim {
 

@@ -23,7 +23,7 @@
 #include "calib/profile.h"
 #include "sim/collectives/transfer_plan.h"
 #include "topology/cluster.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <functional>
 #include <map>

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "topology/cluster.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
 
 #include <vector>
 

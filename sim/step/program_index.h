@@ -5,8 +5,8 @@
 #pragma once
 
 #include "calib/profile.h"
-#include "topology/units.h"
-#include "workloads/program.h"
+#include "topology/base/units.h"
+#include "workloads/ir/program.h"
 
 #include <cstdint>
 #include <vector>

@@ -4,7 +4,7 @@
 #include "sim/step/lone_collectives.h"
 #include "sim/step/played_ranks.h"
 #include "sim/step/program_index.h"
-#include "topology/json_input.h"
+#include "topology/base/json_input.h"
 
 #include <algorithm>
 #include <map>
@@ -49,7 +49,7 @@ struct RankState {
   int program = 0;
   std::vector<std::uint16_t> pending;  // unfinished dependencies per op (ProgramIndex bounds them)
   std::vector<std::uint32_t> calls;  // collective calls made, per communicator
-  MemoryBytes memory{};
+  workloads::MemoryBytes memory{};
   double memory_total = 0;
   int collectives_moving = 0;
   int kernels_running = 0;  // runs in flight on its compute streams, which share the GPU
@@ -134,7 +134,7 @@ class StepSimulation {
     }
   }
 
-  StepTimeline run();
+  workloads::Timeline run();
 
  private:
   void drain();
@@ -156,7 +156,7 @@ class StepSimulation {
   double kernel_speed(const RankState& state) const;
   void settle_speeds();
   void start_moving(int rank, std::uint32_t op) {
-    if (OpTiming* t = timing(rank, op)) t->moving = engine_.now();
+    if (workloads::OpTiming* t = timing(rank, op)) t->moving = engine_.now();
     set_moving(rank, +1);
   }
   void schedule_kernels(int rank, int stream, RunningKernels& kernels);
@@ -167,7 +167,7 @@ class StepSimulation {
   void check_options() const;
 
   // Null for a rank whose timings the Timeline does not keep.
-  OpTiming* timing(int rank, std::uint32_t op) {
+  workloads::OpTiming* timing(int rank, std::uint32_t op) {
     auto& timings = timeline_.ops[static_cast<std::size_t>(rank)];
     return timings.empty() ? nullptr : &timings[op];
   }
@@ -209,7 +209,7 @@ class StepSimulation {
   std::map<std::pair<int, int>, GroupKinds> group_kinds_;  // mirror mode, by (communicator, op list)
   std::vector<std::pair<int, int>> ready_;  // (rank, stream) to look at
   std::vector<int> unsettled_;  // ranks whose moving count crossed zero since the last settle_speeds()
-  StepTimeline timeline_;
+  workloads::Timeline timeline_;
   bool stopped_ = false;
   TimePs last_end_ = 0;
   std::size_t finished_ = 0;
@@ -217,7 +217,7 @@ class StepSimulation {
   std::size_t next_progress_ = 0;
 };
 
-StepTimeline StepSimulation::run() {
+workloads::Timeline StepSimulation::run() {
   if (program_.ranks > cluster_.gpu_count()) {
     throw InputError("the program has " + std::to_string(program_.ranks) + " ranks but cluster " +
                      cluster_.spec().name + " has " + std::to_string(cluster_.gpu_count()) + " GPUs");
@@ -282,7 +282,7 @@ StepTimeline StepSimulation::run() {
     // holds only what had happened when the allocation failed.
     const TimePs failed = timeline_.out_of_memory->when;
     for (auto& ops : timeline_.ops) {
-      for (OpTiming& timing : ops) {
+      for (workloads::OpTiming& timing : ops) {
         if (timing.start > failed) timing.start = -1;
         if (timing.end > failed) timing.end = -1;
       }
@@ -341,7 +341,7 @@ void StepSimulation::try_stream(int rank, int stream) {
 void StepSimulation::start(int rank, std::uint32_t index) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const OpHead head = index_of(rank).heads[index];
-  if (OpTiming* t = timing(rank, index)) t->start = engine_.now();
+  if (workloads::OpTiming* t = timing(rank, index)) t->start = engine_.now();
   switch (head.kind) {
     case OpKind::memory: {
       const Op& op = op_of(rank, index);
@@ -350,11 +350,11 @@ void StepSimulation::start(int rank, std::uint32_t index) {
       state.memory_total += op.bytes;
       if (op.bytes > 0 && state.memory_total > capacity_) {
         timeline_.out_of_memory =
-            OutOfMemory{rank, std::string(op.name), engine_.now(), capacity_, op.bytes, state.memory};
+            workloads::OutOfMemory{rank, std::string(op.name), engine_.now(), capacity_, op.bytes, state.memory};
         stopped_ = true;
         return;
       }
-      MemoryPeak& peak = timeline_.peak_memory[static_cast<std::size_t>(rank)];
+      workloads::MemoryPeak& peak = timeline_.peak_memory[static_cast<std::size_t>(rank)];
       if (state.memory_total > peak.total_bytes) peak = {state.memory_total, state.memory, engine_.now()};
       finish(rank, index);
       return;
@@ -515,7 +515,7 @@ void StepSimulation::finish(int rank, std::uint32_t index) {
   RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const ProgramIndex& program_index = index_of(rank);
   const int stream = program_index.heads[index].stream;
-  if (OpTiming* t = timing(rank, index)) t->end = engine_.now();
+  if (workloads::OpTiming* t = timing(rank, index)) t->end = engine_.now();
   last_end_ = engine_.now();
   cursor(rank, stream).busy = false;
   ready_.emplace_back(rank, stream);
@@ -682,7 +682,7 @@ void StepSimulation::land(int communicator, int group, std::uint64_t call) {
 
 }  // namespace
 
-StepTimeline simulate_step(const workloads::Program& program, const topology::Cluster& cluster,
+workloads::Timeline simulate(const workloads::Program& program, const topology::Cluster& cluster,
                            const topology::Router& router, const calib::Profile& profile,
                            const StepSimulationOptions& options) {
   return StepSimulation(program, cluster, router, profile, options).run();

@@ -1,4 +1,4 @@
-// simulate_step: plays a Program on a modelled cluster and returns the
+// simulate: plays a Program on a modelled cluster and returns the
 // predicted Timeline (DESIGN.md, "Models inside the simulator").
 //
 // Every rank is simulated, rank r on GPU options.gpu_of_rank[r] (GPU r when
@@ -43,7 +43,8 @@
 #include "sim/step/collective_choices.h"
 #include "topology/cluster.h"
 #include "topology/routing.h"
-#include "workloads/program.h"
+#include "workloads/ir/program.h"
+#include "workloads/ir/timeline.h"
 
 #include <array>
 #include <functional>
@@ -52,49 +53,6 @@
 #include <vector>
 
 namespace shardsim::sim {
-
-using MemoryBytes = std::array<double, workloads::kMemoryCategoryCount>;
-
-struct OpTiming {
-  TimePs start = -1;  // when it began to occupy its stream (issued, for a collective)
-  TimePs end = -1;
-  // A collective: when every member had issued it and its data began to
-  // move; from start to here the rank waited for the others. -1 where not
-  // known (kernels, memory ops, timelines read back from files).
-  TimePs moving = -1;
-
-  bool operator==(const OpTiming&) const = default;
-};
-
-struct MemoryPeak {
-  double total_bytes = 0;
-  MemoryBytes by_category{};
-  TimePs when = 0;
-};
-
-struct OutOfMemory {
-  int rank = 0;
-  std::string op;            // the allocation that did not fit
-  TimePs when = 0;
-  double capacity_bytes = 0;
-  double requested_bytes = 0;
-  MemoryBytes by_category{};  // what was allocated, the failing request included
-};
-
-struct StepTimeline {
-  // [rank][op of the rank's program]; empty for a rank outside
-  // StepSimulationOptions::timed_ranks.
-  std::vector<std::vector<OpTiming>> ops;
-  // The last op's end over all ranks; when an allocation does not fit, the
-  // time it failed (the simulation stops there).
-  TimePs step_time = 0;
-  std::vector<MemoryPeak> peak_memory;     // per rank
-  std::optional<OutOfMemory> out_of_memory;
-  std::vector<double> link_bytes;  // payload bytes per LinkId (flow mode), whatever the protocol
-  std::uint64_t events = 0;
-  std::uint64_t collectives = 0;   // collective calls (one per group instance)
-  double spine_bytes = 0;          // payload bytes that crossed from a leaf up to the spines
-};
 
 struct StepSimulationOptions {
   NetworkMode network = NetworkMode::flow;
@@ -118,7 +76,7 @@ struct StepSimulationOptions {
 // or the profile lacks a dtype the Program uses; std::invalid_argument for a
 // gpu_of_rank of the wrong size, a timed rank outside the Program, or
 // mirror_ranks on the flow network.
-StepTimeline simulate_step(const workloads::Program& program, const topology::Cluster& cluster,
+workloads::Timeline simulate(const workloads::Program& program, const topology::Cluster& cluster,
                            const topology::Router& router, const calib::Profile& profile,
                            const StepSimulationOptions& options = {});
 

@@ -1,0 +1,94 @@
+#include "workloads/inputs/sharding_systems.h"
+
+#include <stdexcept>
+
+namespace shardsim::workloads {
+
+namespace {
+
+SystemBehaviour deepspeed_stage_3() {
+  SystemBehaviour b;
+  b.deepspeed_parameter_fetch = true;
+  b.blocking_backward_reduce_scatter = true;
+  return b;
+}
+
+std::vector<ShardingSystemRecord> make_registry() {
+  // DeepSpeed ZeRO 0-3 (stage from the factors): stage 3 with DeepSpeed's
+  // fetch and blocking reduce-scatter, ZeRO-1/2 with reduces to the owners
+  // and the updated parameters gathered at the end of the step.
+  SystemBehaviour zero = deepspeed_stage_3();
+  zero.reduce_to_gradient_owners = true;
+  zero.gathers_updated_parameters_at_step_end = true;
+  zero.quantized_communication = true;
+  // MiCS (Zhang et al. 2022), as DeepSpeed implements it.
+  SystemBehaviour mics = deepspeed_stage_3();
+  mics.replica_reduce_on_reduce_stream = true;
+  mics.hierarchical_parameter_gather = true;
+  // ZeRO++ (Wang et al. 2023): DeepSpeed stage 3 with hpZ, qwZ and qgZ.
+  SystemBehaviour zero_plus_plus = deepspeed_stage_3();
+  zero_plus_plus.secondary_parameter_copy = true;
+  zero_plus_plus.quantized_communication = true;
+  SystemBehaviour amsp;
+  amsp.whole_module_updates = true;
+  SystemBehaviour megatron;
+  megatron.compiler = StepCompiler::megatron_pipeline;
+  megatron.fp32_gradients_for_bf16 = true;
+  SystemBehaviour zero_pipeline;
+  zero_pipeline.compiler = StepCompiler::zero_pipeline;
+
+  return {
+      {ShardingSystem::zero, "zero", "DeepSpeed ZeRO", zero},
+      {ShardingSystem::fsdp, "fsdp", "PyTorch FSDP", SystemBehaviour{}},
+      {ShardingSystem::mics, "mics", "MiCS", mics},
+      {ShardingSystem::zero_plus_plus, "zeropp", "ZeRO++", zero_plus_plus},
+      {ShardingSystem::amsp, "amsp", "AMSP", amsp},
+      {ShardingSystem::megatron, "megatron", "Megatron-LM", megatron},
+      {ShardingSystem::zero_pipeline, "zero_pipeline", "ZeroPP (Tang et al. 2024)", zero_pipeline},
+  };
+}
+
+}  // namespace
+
+const std::vector<ShardingSystemRecord>& sharding_systems() {
+  static const std::vector<ShardingSystemRecord> registry = [] {
+    std::vector<ShardingSystemRecord> records = make_registry();
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      if (static_cast<std::size_t>(records[i].system) != i) throw std::logic_error("sharding_systems: out of order");
+    }
+    return records;
+  }();
+  return registry;
+}
+
+const ShardingSystemRecord& record_of(ShardingSystem system) {
+  return sharding_systems().at(static_cast<std::size_t>(system));
+}
+
+const SystemBehaviour& behaviour_of(ShardingSystem system) { return record_of(system).behaviour; }
+
+std::optional<ShardingSystem> parse_sharding_system(std::string_view name) {
+  for (const auto& record : sharding_systems()) {
+    if (record.name == name) return record.system;
+  }
+  return std::nullopt;
+}
+
+std::string to_string(ShardingSystem system) { return std::string(record_of(system).name); }
+
+std::string system_names(bool (*filter)(const SystemBehaviour&)) {
+  std::string names;
+  for (const auto& record : sharding_systems()) {
+    if (!filter(record.behaviour)) continue;
+    names += (names.empty() ? "" : ", ") + std::string(record.name);
+  }
+  return names;
+}
+
+std::vector<std::string> all_system_names() {
+  std::vector<std::string> names;
+  for (const auto& record : sharding_systems()) names.emplace_back(record.name);
+  return names;
+}
+
+}  // namespace shardsim::workloads

@@ -1,0 +1,90 @@
+// The registry of sharding systems: one record per system, the name plan
+// files give it and what it does beyond its sharding factors
+// (TECHNIQUES.md). Code asks a plan's system what it does
+// (behaviour_of(plan).deepspeed_parameter_fetch), never which system it is,
+// so a system is added here, with its behaviours, and nowhere else but its
+// own files: a compiler of its own when none fits (StepCompiler,
+// compile/step_compiler.cpp), its plan presets (workloads/plans).
+//
+// Behaviours marked "as implemented" are published limitations of a
+// system's implementation; a plan with behaviour "ideal" drops them
+// (Plan::as_implemented).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardsim::workloads {
+
+// In registry order.
+enum class ShardingSystem : std::uint8_t { zero, fsdp, mics, zero_plus_plus, amsp, megatron, zero_pipeline };
+
+// Which compiler builds a system's step (compile/step_compiler.h).
+enum class StepCompiler : std::uint8_t {
+  data_parallel,      // every rank a whole replica of the model (ZeRO 0-3, FSDP, MiCS, ZeRO++, AMSP)
+  megatron_pipeline,  // Megatron-LM's tensor x pipeline x data parallelism
+  zero_pipeline,      // ZeroPP's TP-free pipeline with the stages' states sharded
+};
+
+struct SystemBehaviour {
+  StepCompiler compiler = StepCompiler::data_parallel;
+  // DeepSpeed's stage-3 parameter coordinator fetches the parameters:
+  // prefetch over the recorded trace, bounded by max_live_parameters and
+  // max_reuse_distance_parameters (memory/parameter_fetch.h). Otherwise
+  // each layer's gather is issued one layer ahead, as FSDP's backward
+  // prefetch does.
+  bool deepspeed_parameter_fetch = false;
+  // As implemented (DeepSpeed stage 3, its MiCS and ZeRO++): the backward's
+  // gradient reduce-scatter blocks the compute stream
+  // (compile/data_parallel_step.cpp).
+  bool blocking_backward_reduce_scatter = false;
+  // As implemented (MiCS): the reduction across replica groups follows the
+  // in-group reduce-scatter on the same stream, so it blocks too.
+  bool replica_reduce_on_reduce_stream = false;
+  // As implemented (DeepSpeed ZeRO-1/2 before PR #4695): each gradient
+  // bucket is reduced to its owners, one reduce per owner, unless the plan
+  // asks for multi_rank_bucketing.
+  bool reduce_to_gradient_owners = false;
+  // As implemented (DeepSpeed ZeRO-1/2): the updated parameters are
+  // all-gathered at the end of the step, not beside the next forward.
+  bool gathers_updated_parameters_at_step_end = false;
+  // AMSP's inter-tensor sharding of the update: whole modules assigned to
+  // the ranks of the group, each broadcasting its own.
+  bool whole_module_updates = false;
+  // Megatron-LM accumulates and reduces bf16 gradients in fp32
+  // (accumulate_allreduce_grads_in_fp32, forced on for bf16).
+  bool fp32_gradients_for_bf16 = false;
+  // Plan fields only some systems take: ZeRO++'s secondary parameter copy
+  // (hpZ), MiCS's two-hop parameter gather, ZeRO++'s quantized weights and
+  // gradients (qwZ, qgZ; DeepSpeed stage 3 takes them too).
+  bool secondary_parameter_copy = false;
+  bool hierarchical_parameter_gather = false;
+  bool quantized_communication = false;
+
+  // Megatron-LM and ZeroPP: stages of layers, each on its own GPUs.
+  bool pipelines() const { return compiler != StepCompiler::data_parallel; }
+};
+
+struct ShardingSystemRecord {
+  ShardingSystem system;
+  std::string_view name;   // a plan file's "system"
+  std::string_view title;  // for people: "DeepSpeed ZeRO", "ZeroPP (Tang et al. 2024)"
+  SystemBehaviour behaviour;
+};
+
+// Every system, in registry order.
+const std::vector<ShardingSystemRecord>& sharding_systems();
+const ShardingSystemRecord& record_of(ShardingSystem system);
+const SystemBehaviour& behaviour_of(ShardingSystem system);
+std::optional<ShardingSystem> parse_sharding_system(std::string_view name);
+std::string to_string(ShardingSystem system);
+
+// Names of the systems whose behaviour passes `filter`, in registry order,
+// joined for a message: "zero, fsdp, mics, zeropp, amsp".
+std::string system_names(bool (*filter)(const SystemBehaviour&));
+std::vector<std::string> all_system_names();
+
+}  // namespace shardsim::workloads

@@ -1,0 +1,95 @@
+// Activation memory: the tensors a layer keeps from its forward pass for its
+// backward pass, per token.
+//
+// Counted as Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+// Large Transformer Models", section 4) count them, tensor by tensor, and
+// generalised to the shapes shardsim models. With e bytes per value, h the
+// hidden size, a heads, s the sequence length and f the MLP width:
+//   attention: norm input e h, QKV GEMM input e h, Q, K, V after the rotary
+//     embedding e (q + 2 kv) (q, kv the query and key/value widths), the
+//     attention output that feeds the output projection e q; without flash
+//     attention the softmax probabilities e a s, with it the row
+//     log-sum-exps 4 a (fp32);
+//   MLP: norm input e h, first GEMM input e h; SwiGLU keeps gate, up and their
+//     product e 3f, GELU its input and output e 2f. In an MoE layer the first
+//     GEMM is the router, which keeps its logits e E; each of the c k token
+//     copies routed to the experts (c the capacity factor: a padded slot takes
+//     memory too) keeps its permuted input e h for the expert's weight
+//     gradient, the expert MLP's tensors, and the expert's output e h, which
+//     the weighted combine needs for the gradient of the routing weights; the
+//     shared experts keep their MLP's tensors (under Megatron-Core's
+//     --moe-shared-expert-overlap, their first linear keeps its input
+//     gathered along the sequence, e h whatever sequence parallelism splits).
+// Dropout (the training config's, off by default as modern pretraining runs
+// without it) keeps one-byte masks: two per layer for the hidden dropouts,
+// and without flash attention one per score plus the dropped probabilities.
+// For GPT-3-style blocks this is Korthikanti's 34 s b h + 5 a s^2 b.
+// Selective recompute drops what the modules it rebuilds make (training.h):
+// core_attn the softmax term (and the log-sum-exps), layernorm the outputs
+// of the norms that are kernels of their own (e h each), mla_up_proj Q, K
+// and V, moe_act the activation's output of each routed copy (e f), mlp a
+// dense MLP's tensors, shared_experts the shared experts'. Full recompute
+// keeps only each layer's input (e h) and rebuilds one layer at a time in
+// backward. The loss keeps bf16 logits and their fp32 upcast for the
+// cross-entropy (e + 4) V per token, plus the inputs of the final norm and
+// the LM head.
+//
+// Under tensor parallelism over t GPUs (Korthikanti et al. section 4.2.2)
+// every tensor split by heads or by the MLP or vocabulary width is 1/t per
+// GPU; the norm and GEMM inputs (4 e h per layer, 2 e h in the head) stay
+// whole, unless sequence parallelism splits them along the sequence too, so
+// that everything is 1/t (Korthikanti's 34 s b h / t + 5 a s^2 b / t).
+#pragma once
+
+#include "workloads/inputs/model.h"
+#include "workloads/inputs/plan.h"
+#include "workloads/inputs/training.h"
+
+namespace shardsim::workloads {
+
+struct ActivationFootprint {
+  double layers_bytes = 0;            // kept by all layers until their backward
+  double head_bytes = 0;              // final norm, LM head, logits and loss
+  double recompute_working_bytes = 0; // one layer (full recompute) or one module's parts (selective) rebuilt
+  double total() const { return layers_bytes + head_bytes + recompute_working_bytes; }
+};
+
+// Bytes one layer keeps per token, on one GPU of its tensor-parallel group:
+// all it makes, less what selective recompute rebuilds; under full recompute
+// what the rebuilt layer holds (no softmax term: it runs the core without
+// keeping it).
+double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
+                                        const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+
+// What selective recompute rebuilds of a layer per token, by the module that
+// rebuilds it before its backward (transformer_kernels.h): the attention
+// (core_attn, its layernorm, mla_up_proj), the MLP block (a MoE layer's
+// norm, mlp, shared_experts) and a MoE layer's routed experts (moe_act).
+struct RecomputedBytes {
+  double attention = 0, mlp = 0, experts = 0;
+};
+RecomputedBytes recomputed_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
+                                           const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+
+// What full recompute keeps of a layer: its input (split along the sequence
+// under sequence parallelism).
+double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                   const ModelParallelism& parallel = {});
+
+// What an MTP depth's input module keeps (mtp_kernels.h): the inputs of
+// enorm, hnorm and eh_proj, 4 e h (split along the sequence under sequence
+// parallelism, as Megatron keeps eh_proj's input and gathers it again).
+double mtp_input_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                            const ModelParallelism& parallel = {});
+
+// The head's (final norm input, LM head input, logits and their fp32
+// upcast), once for the model's prediction and once for each MTP depth's.
+double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                       const ModelParallelism& parallel = {});
+
+// One micro-batch of one rank holding every layer (no pipeline), its share of
+// the tokens under DeepSpeed-Ulysses.
+ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
+                                         const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+
+}  // namespace shardsim::workloads
