@@ -1,53 +1,16 @@
 // Profile: the calibrated numbers a simulation runs on (calib/profiles/*.json).
 //
 // A cluster JSON describes what is cabled (nominal link speeds); a profile
-// says what software achieves on it:
-//   links.<kind>.bandwidth_efficiency     achievable fraction of nominal bandwidth
-//                                         for nvlink, pcie and network links;
-//   collectives.<op>.<algorithm>.<protocol>
-//       base_latency_seconds              fixed cost of one call (launch, setup);
-//       hop_latency_seconds.<kind>        cost of one algorithm step over a hop of
-//                                         that kind (alpha, per message);
-//       bandwidth_factor                  payload fraction of link bandwidth the
-//                                         protocol reaches (LL's inline flags...);
-//       single_node_bandwidth_factor,     rings and trees only, optional: the
-//       one_rank_per_node_bandwidth_factor  factor instead for a group inside one
-//                                         node, and for one with fewer than two
-//                                         ranks per node;
-//       channel_cap_bytes_per_second      rings and trees only, optional: on more
-//                                         than two nodes, the most one channel
-//                                         (one NIC's ring or tree) carries through
-//                                         its NIC, whatever the factor allows;
-//       message_overhead_seconds          direct algorithm only: cost of posting
-//                                         one network message;
-//       multi_node_step_floor_seconds     rings of all-reduce, all-gather and
-//                                         reduce-scatter only, optional: the least
-//                                         any step costs once the ring spans nodes;
-//       multi_node_plateau                ring all-reduce only, optional:
-//                                         {latency_factor,
-//                                         from_bytes_per_rank_and_channel}: across
-//                                         nodes, calls that large take their
-//                                         latency times the factor;
-//       bandwidth_correction              trees only, optional: [{from_bytes,
-//                                         factor}], the fraction of the model's
-//                                         bandwidth reached at each buffer size;
-//   compute.dtypes.<dtype>                peak_flops_per_second and gemm_efficiency, a
-//                                         table of {flops, efficiency} over GEMM sizes;
-//   compute.attention_efficiency          fused attention kernels' fraction of peak;
-//   compute.attention_kernels (optional)  {efficiency, source} of named kernels
-//                                         ("flash_attention_2", "flash_attention_3")
-//                                         a training config may ask for instead;
-//   compute.hbm_bytes_per_second,
-//   compute.hbm_efficiency                nominal HBM bandwidth and the fraction
-//                                         memory-bound kernels reach;
-//   compute.kernel_launch_seconds         added to every kernel;
-//   compute.interference_slowdown         s: compute runs 1 + s times slower while a
-//                                         collective of the same GPU is in flight;
-//   measured (optional)                   what a fit measured: curves per collective
-//                                         and group shape, GEMM dtype and copy kind
-//                                         (calib/measured_curves.h), for table mode.
-// Every link and algorithm entry carries a "source" saying where its numbers
-// come from. A protocol missing from an algorithm is not available there.
+// says what software achieves on it: the fraction of each link kind's
+// bandwidth reached, each collective's alpha-beta parameters per algorithm
+// and protocol (the latency of a call and of a hop, the bandwidth fraction a
+// protocol reaches, and the corrections NCCL's own tuning applies), the
+// compute model (peak FLOPs and GEMM efficiency per dtype, attention, HBM,
+// launch cost, the slowdown beside communication) and, for a fitted
+// profile, what the fit measured (measured_curves.h). Every entry carries a
+// "source" saying where its numbers come from; a protocol missing from an
+// algorithm is not available there. The file's keys, one by one, are in
+// the README's "Files" section.
 #pragma once
 
 #include "calib/measured_curves.h"

@@ -12,7 +12,11 @@ and DEPENDS in <build>/layering.json. This check holds the code to them:
      through others;
   3. the declared dependencies have no cycle and run one way between the
      top-level folders: sim -> calib -> workloads -> topology (a target may
-     depend on targets of its own folder or of folders to its right).
+     depend on targets of its own folder or of folders to its right);
+  4. code asks a plan's sharding system what it does, never which one it is:
+     no comparison with a ShardingSystem value outside the registry
+     (workloads/inputs/sharding_systems.*) and plan parsing
+     (workloads/inputs/plan.cpp), so a new system is a registry record.
 
 Usage:
   check_layering.py SOURCE_DIR MANIFEST   prints each violation, exit 1 if any
@@ -28,6 +32,10 @@ import tempfile
 FOLDERS = ["topology", "workloads", "calib", "sim"]  # bottom first
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu")
+SYSTEM_COMPARISON = re.compile(r"(==|!=)\s*(\w+::)*ShardingSystem::|ShardingSystem::\w+\s*(==|!=)|"
+                               r"case\s+(\w+::)*ShardingSystem::")
+MAY_NAME_SYSTEMS = ("workloads/inputs/sharding_systems.h", "workloads/inputs/sharding_systems.cpp",
+                    "workloads/inputs/plan.cpp")
 
 
 def folder_rank(path):
@@ -116,6 +124,12 @@ def violations(source_dir, manifest):
             elif owner[header] not in allowed:
                 problems.append(f"{f}:{line}: includes {header} of {owner[header]}, which {owner[f]} does not "
                                 f"depend on (it may use: {', '.join(sorted(allowed))})")
+        # 4. Systems are asked what they do.
+        if f not in MAY_NAME_SYSTEMS:
+            for match in SYSTEM_COMPARISON.finditer(content):
+                line = content.count("\n", 0, match.start()) + 1
+                problems.append(f"{f}:{line}: compares a plan's sharding system; ask the registry what it does "
+                                "(behaviour_of, workloads/inputs/sharding_systems.h)")
     return problems
 
 
@@ -161,6 +175,9 @@ def self_test():
     undeclared = dict(base, **{"sim/engine.cpp": '#include "topology/missing.h"\n'})
     root, manifest = tree(undeclared, good)
     assert any("includes topology/missing.h, which no target declares" in p for p in violations(root, manifest))
+    asks = dict(base, **{"sim/engine.cpp": "bool f(Plan p) { return p.system == ShardingSystem::mics; }\n"})
+    root, manifest = tree(asks, good)
+    assert any("sim/engine.cpp:1: compares a plan's sharding system" in p for p in violations(root, manifest))
     print("check_layering self-test: every planted violation found")
 
 

@@ -18,175 +18,6 @@ namespace shardsim::workloads {
 
 namespace {
 
-// Megatron's store_true flags that shardsim reads: they never take a value,
-// so the token after one is not consumed.
-const std::set<std::string> kSwitches = {
-    "sequence_parallel",  "use_distributed_optimizer", "overlap_grad_reduce",
-    "overlap_param_gather", "tp_comm_overlap",         "bf16",
-    "fp16",               "use_flash_attn",            "recompute_activations",
-    "swiglu",             "untie_embeddings_and_output_weights",
-    "group_query_attention", "disable_bias_linear",    "use_torch_fsdp2",
-    "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
-    "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline", "moe_pad_expert_input_to_capacity",
-    "moe_grouped_gemm", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
-    "moe_layer_recompute"};
-
-// Megatron's nargs='*' flags that shardsim reads: every word up to the next
-// flag is theirs, kept space-separated.
-const std::set<std::string> kListFlags = {"recompute_modules"};
-
-bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
-
-// A shell word as the flags are concerned: quotes and bash array brackets
-// dropped, and a VAR= prefix (VAR="--num-layers 24 ...", ARGS=( ... ) cut off.
-// Brackets inside quotes are the value's own (a pipeline layout's groups).
-std::string clean_word(const std::string& word) {
-  std::size_t begin = 0;
-  const auto equals = word.find('=');
-  if (equals != std::string::npos && equals > 0 && word[0] != '-' &&
-      std::all_of(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(equals), is_shell_name_char)) {
-    begin = equals + 1;
-  }
-  std::string clean;
-  char quote = 0;
-  for (std::size_t i = begin; i < word.size(); ++i) {
-    const char c = word[i];
-    if (c == quote) {
-      quote = 0;
-    } else if (quote == 0 && (c == '"' || c == '\'')) {
-      quote = c;
-    } else if (quote != 0 || (c != '(' && c != ')')) {
-      clean += c;
-    }
-  }
-  return clean;
-}
-
-struct Word {
-  std::string text;
-  int line = 0;
-};
-
-// Whitespace-separated words, a backslash-newline joining lines and a # that
-// starts a word commenting out the rest of its line.
-std::vector<Word> shell_words(const std::string& text) {
-  std::vector<Word> words;
-  std::string current;
-  int line = 1, start_line = 1;
-  const auto flush = [&] {
-    std::string word = clean_word(std::exchange(current, {}));
-    if (!word.empty()) words.push_back({std::move(word), start_line});
-  };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
-      flush();
-      ++i;
-      ++line;
-    } else if (c == '#' && current.empty()) {
-      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
-    } else if (std::isspace(static_cast<unsigned char>(c)) != 0) {
-      flush();
-      if (c == '\n') ++line;
-    } else {
-      if (current.empty()) start_line = line;
-      current += c;
-    }
-  }
-  flush();
-  return words;
-}
-
-// `parse` (std::stoll, std::stod) over all of `text`; nothing when it throws
-// or leaves characters over.
-template <typename Parse>
-auto parse_whole(const std::string& text, Parse parse) -> std::optional<decltype(parse(text, nullptr))> {
-  std::size_t used = 0;
-  try {
-    const auto number = parse(text, &used);
-    if (used == text.size()) return number;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
-
-bool is_flag(const std::string& word) { return word.size() > 2 && word.compare(0, 2, "--") == 0; }
-
-// Reads the flags of one file, each error naming the file, the flag and its line.
-class FlagReader {
- public:
-  FlagReader(const MegatronFlags& flags, std::string file) : flags_(flags), file_(std::move(file)) {}
-
-  bool has(const std::string& field) const { return flags_.count(field) != 0; }
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    std::string where = "--" + field;
-    std::replace(where.begin(), where.end(), '_', '-');
-    const auto it = flags_.find(field);
-    if (it != flags_.end()) where += " (line " + std::to_string(it->second.line) + ")";
-    throw_input_error(file_, where, what);
-  }
-
-  // A switch, given or not; a value after it is an error.
-  bool on(const std::string& field) const {
-    const auto it = flags_.find(field);
-    if (it == flags_.end()) return false;
-    if (it->second.value) fail(field, "is a switch and takes no value, got \"" + *it->second.value + "\"");
-    return true;
-  }
-  std::optional<std::string> text(const std::string& field) const {
-    const auto it = flags_.find(field);
-    if (it == flags_.end()) return std::nullopt;
-    if (!it->second.value) fail(field, "needs a value");
-    const std::string& value = *it->second.value;
-    if (value.find('$') != std::string::npos || value.find('`') != std::string::npos) {
-      fail(field, "is the shell expression \"" + value +
-                      "\": shardsim reads flags, not shell; expand the script's variables first (e.g. replace "
-                      "torchrun with echo and save what it prints)");
-    }
-    return value;
-  }
-  std::optional<std::int64_t> integer(const std::string& field, std::int64_t minimum = 1) const {
-    const auto value = text(field);
-    if (!value) return std::nullopt;
-    const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stoll(s, used); });
-    if (!number) fail(field, "must be an integer, got \"" + *value + "\"");
-    if (*number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
-    return number;
-  }
-  std::optional<double> positive_number(const std::string& field) const {
-    const auto value = text(field);
-    if (!value) return std::nullopt;
-    const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
-    if (!number || !std::isfinite(*number) || *number <= 0) fail(field, "must be a positive number, got \"" + *value + "\"");
-    return number;
-  }
-  std::optional<double> probability(const std::string& field) const {
-    const auto value = text(field);
-    if (!value) return std::nullopt;
-    const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
-    if (!number || !(*number >= 0 && *number < 1)) fail(field, "must be a probability in [0, 1), got \"" + *value + "\"");
-    return number;
-  }
-  std::optional<std::string> choice(const std::string& field, const std::vector<std::string>& allowed) const {
-    const auto value = text(field);
-    if (value && std::find(allowed.begin(), allowed.end(), *value) == allowed.end()) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      fail(field, "must be one of " + list + ", got \"" + *value + "\"");
-    }
-    return value;
-  }
-  // A parallel size that must stay 1 because what it splits is not modelled.
-  void refuse_above_one(const std::string& field, const std::string& what) const {
-    if (integer(field).value_or(1) > 1) fail(field, what);
-  }
-
- private:
-  const MegatronFlags& flags_;
-  std::string file_;
-};
-
 // The model the flags describe must be the one simulated.
 void check_model(const FlagReader& flags, const ModelSpec& model) {
   const auto expect = [&](const std::string& field, std::int64_t megatron, std::int64_t ours, const std::string& what) {
@@ -341,55 +172,13 @@ ExpertParallelism read_expert_parallelism(const FlagReader& flags, const ModelSp
   return experts;
 }
 
-}  // namespace
-
-MegatronFlags read_megatron_flags(const std::string& text) {
-  const std::vector<Word> words = shell_words(text);
-  MegatronFlags flags;
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    if (!is_flag(words[i].text)) continue;
-    const int line = words[i].line;
-    std::string name = words[i].text.substr(2);
-    std::optional<std::string> value;
-    if (const auto equals = name.find('='); equals != std::string::npos) {
-      value = name.substr(equals + 1);
-      name.erase(equals);
-    }
-    std::replace(name.begin(), name.end(), '-', '_');
-    if (!value && kListFlags.count(name) != 0) {
-      value.emplace();
-      while (i + 1 < words.size() && !is_flag(words[i + 1].text)) {
-        if (!value->empty()) *value += ' ';
-        *value += words[++i].text;
-      }
-    } else if (!value && kSwitches.count(name) == 0 && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
-      value = words[++i].text;
-    }
-    flags[name] = MegatronFlag{value, line};
-  }
-  return flags;
-}
-
-MegatronJob parse_megatron_args(const std::string& text, const std::string& file, const ModelSpec& model,
-                                const TrainingConfig& base, int gpus, int gpus_per_node) {
-  const MegatronFlags all = read_megatron_flags(text);
-  const FlagReader flags(all, file);
-  if (all.empty()) {
-    throw_input_error(file, "(flags)",
-                      "no --flag found: expected Megatron-LM's, e.g. --tensor-model-parallel-size 8 --micro-batch-size 1");
-  }
-  check_model(flags, model);
-  for (const char* field : {"use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"}) {
-    if (flags.on(field)) flags.fail(field, "Megatron's FSDP is not read from flags: simulate it with --plan fsdp-full-shard");
-  }
-
-  MegatronJob job;
-  job.file = file;
-  std::vector<std::string>& notes = job.notes;
-  const auto note = [&](const std::string& what) { notes.push_back(file + ": " + what); };
-  Plan& plan = job.plan;
-  plan.system = ShardingSystem::megatron;
-  ModelParallelism& mp = plan.model_parallel;
+// Tensor, pipeline and context parallelism, the layers' split over the
+// stages, and what goes with them: the job's plan.model_parallel and
+// data-parallel size, and the stages' layers.
+template <typename Note>
+PipelineSplit read_model_parallelism(const FlagReader& flags, const ModelSpec& model, MegatronJob& job, int gpus,
+                                     int gpus_per_node, const Note& note) {
+  ModelParallelism& mp = job.plan.model_parallel;
   mp.tensor = static_cast<int>(flags.integer("tensor_model_parallel_size").value_or(1));
   mp.pipeline = static_cast<int>(flags.integer("pipeline_model_parallel_size").value_or(1));
   mp.context = static_cast<int>(flags.integer("context_parallel_size").value_or(1));
@@ -489,18 +278,15 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
     if (!mp.sequence_parallel) flags.fail("tp_comm_overlap", "needs --sequence-parallel (Megatron asserts it)");
     mp.tp_comm_overlap = true;
   }
+  return split;
+}
 
-  const bool distributed = flags.on("use_distributed_optimizer");
-  const bool overlap_reduce = flags.on("overlap_grad_reduce");
-  const bool overlap_gather = flags.on("overlap_param_gather");
-  if (overlap_gather && !(distributed && overlap_reduce)) {
-    flags.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce (Megatron asserts it)");
-  }
-  plan.factors = FactorSpec{1, 1, distributed ? 0 : 1};  // 0 = all
-  plan.experts = read_expert_parallelism(flags, model, mp, mp.gpus_per_replica() / mp.pipeline * job.data_parallel, note);
-  plan.overlap = {true, overlap_reduce, overlap_gather};
-  plan.as_implemented = true;
-
+// Sequence, batch, precision, attention and dropout: job.training, from
+// `base` where the flags are silent.
+template <typename Note>
+void read_batch_and_precision(const FlagReader& flags, const TrainingConfig& base, MegatronJob& job, const Note& note) {
+  const ModelParallelism& mp = job.plan.model_parallel;
+  const std::string& file = job.file;
   TrainingConfig& training = job.training;
   training = base;
   if (const auto seq = flags.integer("seq_length")) training.sequence_length = *seq;
@@ -559,6 +345,15 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
   training.attention_dropout = flags.probability("attention_dropout").value_or(kMegatronDefaultDropout);
   training.hidden_dropout = flags.probability("hidden_dropout").value_or(kMegatronDefaultDropout);
 
+}
+
+// Activation recompute as Megatron-Core reads its flags, and what its
+// TransformerConfig raises of it.
+template <typename Note>
+void read_recompute(const FlagReader& flags, const ModelSpec& model, const PipelineSplit& split, MegatronJob& job,
+                    const Note& note) {
+  TrainingConfig& training = job.training;
+  const Plan& plan = job.plan;
   if (flags.on("recompute_activations")) training.recompute = Recompute::selective;
   const auto granularity = flags.choice("recompute_granularity", {"full", "selective"});
   if (granularity == "selective") training.recompute = Recompute::selective;
@@ -609,7 +404,14 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
          "(Megatron-Core warns so); --recompute-modules without core_attn leaves it out");
   }
 
-  // Megatron-Core's TransformerConfig asserts what the combined 1F1B needs.
+}
+
+// The combined 1F1B (--overlap-moe-expert-parallel-comm) and delayed weight
+// gradients, where Megatron-Core's TransformerConfig allows them.
+void read_combined_1f1b(const FlagReader& flags, MegatronJob& job) {
+  Plan& plan = job.plan;
+  const ModelParallelism& mp = plan.model_parallel;
+  const TrainingConfig& training = job.training;
   if (flags.on("overlap_moe_expert_parallel_comm")) {
     const auto refuse = [&](const std::string& why) { flags.fail("overlap_moe_expert_parallel_comm", why); };
     if (plan.experts.parallel < 2) refuse("needs --expert-model-parallel-size > 1");
@@ -629,22 +431,75 @@ MegatronJob parse_megatron_args(const std::string& text, const std::string& file
     plan.experts.delay_wgrad_compute = true;
   }
 
-  // Megatron-Core buckets by parameters; gradients are fp32 for bf16 training
-  // (model_parallel_step.h), parameters in the training dtype.
+}
+
+// Megatron-Core buckets by parameters; gradients are fp32 for bf16 training
+// (model_parallel_step.h), parameters in the training dtype.
+BucketSizes megatron_buckets(const FlagReader& flags, const ModelSpec& model, const MegatronJob& job,
+                             bool overlap_reduce) {
+  BucketSizes buckets = job.plan.buckets;
+  const TrainingConfig& training = job.training;
   const double bucket_parameters =
       !overlap_reduce
           ? static_cast<double>(count_parameters(model).total())
           : static_cast<double>(flags.integer("ddp_bucket_size")
                                     .value_or(std::max<std::int64_t>(40'000'000, 1'000'000 * std::int64_t{job.data_parallel})));
   const double gradient_bytes = training.fp16 ? 2.0 : 4.0;
-  plan.buckets.reduce_bytes = gradient_bytes * bucket_parameters;
-  plan.buckets.all_gather_bytes = training.bytes_per_value * bucket_parameters;
+  buckets.reduce_bytes = gradient_bytes * bucket_parameters;
+  buckets.all_gather_bytes = training.bytes_per_value * bucket_parameters;
 
-  plan.name = "megatron-t" + std::to_string(mp.tensor) + "-p" + std::to_string(mp.pipeline) +
+  return buckets;
+}
+
+// "megatron-t8-p4-v2+ep8": the layout, as the search names its plans.
+std::string plan_name(const Plan& plan) {
+  const ModelParallelism& mp = plan.model_parallel;
+  return "megatron-t" + std::to_string(mp.tensor) + "-p" + std::to_string(mp.pipeline) +
               (mp.virtual_stages > 1 ? "-v" + std::to_string(mp.virtual_stages) : "") +
               (mp.microbatch_group_size ? "-n" + std::to_string(*mp.microbatch_group_size) : "") +
               (mp.context > 1 ? "-c" + std::to_string(mp.context) : "") +
               (plan.experts.parallel > 1 ? "+ep" + std::to_string(plan.experts.parallel) : "");
+}
+
+}  // namespace
+
+MegatronJob parse_megatron_args(const std::string& text, const std::string& file, const ModelSpec& model,
+                                const TrainingConfig& base, int gpus, int gpus_per_node) {
+  const MegatronFlags all = read_megatron_flags(text);
+  const FlagReader flags(all, file);
+  if (all.empty()) {
+    throw_input_error(file, "(flags)",
+                      "no --flag found: expected Megatron-LM's, e.g. --tensor-model-parallel-size 8 --micro-batch-size 1");
+  }
+  check_model(flags, model);
+  for (const char* field : {"use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"}) {
+    if (flags.on(field)) flags.fail(field, "Megatron's FSDP is not read from flags: simulate it with --plan fsdp-full-shard");
+  }
+
+  MegatronJob job;
+  job.file = file;
+  const auto note = [&](const std::string& what) { job.notes.push_back(file + ": " + what); };
+  Plan& plan = job.plan;
+  plan.system = ShardingSystem::megatron;
+  const PipelineSplit split = read_model_parallelism(flags, model, job, gpus, gpus_per_node, note);
+  const ModelParallelism& mp = plan.model_parallel;
+
+  const bool distributed = flags.on("use_distributed_optimizer");
+  const bool overlap_reduce = flags.on("overlap_grad_reduce");
+  const bool overlap_gather = flags.on("overlap_param_gather");
+  if (overlap_gather && !(distributed && overlap_reduce)) {
+    flags.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce (Megatron asserts it)");
+  }
+  plan.factors = FactorSpec{1, 1, distributed ? 0 : 1};  // 0 = all
+  plan.experts = read_expert_parallelism(flags, model, mp, mp.gpus_per_replica() / mp.pipeline * job.data_parallel, note);
+  plan.overlap = {true, overlap_reduce, overlap_gather};
+  plan.as_implemented = true;
+
+  read_batch_and_precision(flags, base, job, note);
+  read_recompute(flags, model, split, job, note);
+  read_combined_1f1b(flags, job);
+  plan.buckets = megatron_buckets(flags, model, job, overlap_reduce);
+  plan.name = plan_name(plan);
   plan.sources = {"imported from Megatron-LM arguments " + file};
   return job;
 }

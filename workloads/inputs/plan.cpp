@@ -34,6 +34,209 @@ std::string quoted_system_names(bool (*filter)(const SystemBehaviour&)) {
   return text;
 }
 
+// A degree of parallelism: a positive integer, at most 65536.
+int parallel_degree(JsonObjectReader& parallel, const std::string& key) {
+  const std::int64_t value = parallel.positive_integer(key);
+  if (value > (1 << 16)) parallel.fail(key, "must be at most 65536, got " + std::to_string(value));
+  return static_cast<int>(value);
+}
+
+// The pipeline systems' "model_parallel" block: the pipeline, its stages'
+// split, the tensor, sequence and context parallelism around it.
+void read_pipeline(JsonObjectReader& parallel, ModelParallelism& mp, bool zero_pipeline) {
+  if (parallel.has("ulysses")) mp.ulysses = parallel_degree(parallel, "ulysses");  // refused below
+  if (!zero_pipeline || parallel.has("tensor")) mp.tensor = parallel_degree(parallel, "tensor");
+  mp.pipeline = parallel_degree(parallel, "pipeline");
+  if (parallel.has("virtual_stages")) mp.virtual_stages = parallel_degree(parallel, "virtual_stages");
+  if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
+  if (parallel.has("tp_comm_overlap")) mp.tp_comm_overlap = parallel.boolean("tp_comm_overlap");
+  if (parallel.has("context_parallel")) mp.context = parallel_degree(parallel, "context_parallel");
+  if (parallel.has("gradient_accumulation_fusion")) {
+    if (zero_pipeline) parallel.fail("gradient_accumulation_fusion", "is Megatron-LM's (system \"megatron\")");
+    mp.gradient_accumulation_fusion = parallel.boolean("gradient_accumulation_fusion");
+  }
+  if (parallel.has("scatter_gather_pipeline_tensors")) {
+    if (zero_pipeline) parallel.fail("scatter_gather_pipeline_tensors", "is Megatron-LM's (system \"megatron\")");
+    mp.scatter_gather_pipeline_tensors = parallel.boolean("scatter_gather_pipeline_tensors");
+  }
+  if (zero_pipeline) mp.scheduling_unit = parallel_degree(parallel, "scheduling_unit");
+  const auto stage_layers = [&](const std::string& key) -> std::optional<int> {
+    if (!parallel.has(key)) return std::nullopt;
+    const std::int64_t value = parallel.non_negative_integer(key);
+    if (value > (1 << 20)) parallel.fail(key, "must be at most 1048576, got " + std::to_string(value));
+    return static_cast<int>(value);
+  };
+  mp.first_stage_layers = stage_layers("first_stage_layers");
+  mp.last_stage_layers = stage_layers("last_stage_layers");
+  if (parallel.has("account_for_embedding")) mp.account_for_embedding = parallel.boolean("account_for_embedding");
+  if (parallel.has("account_for_loss")) mp.account_for_loss = parallel.boolean("account_for_loss");
+  if (parallel.has("layout")) {
+    mp.layout = parallel.string("layout");
+    const PipelineLayoutStages layout = layout_over_pipeline(*mp.layout, mp.pipeline);
+    if (!layout.ok()) parallel.fail("layout", layout.problem);
+    const std::size_t stages = layout.stages.size();
+    if (parallel.has("virtual_stages") && mp.virtual_stages != layout.virtual_stages) {
+      parallel.fail("virtual_stages", "is " + std::to_string(mp.virtual_stages) + ", but the layout's " +
+                                          std::to_string(stages) + " virtual stages over " +
+                                          std::to_string(mp.pipeline) + " pipeline stages make " +
+                                          std::to_string(layout.virtual_stages));
+    }
+    mp.virtual_stages = layout.virtual_stages;
+    // ZeroPP gathers and reduces each chunk's parameters as a window;
+    // an empty chunk has none.
+    for (std::size_t vs = 1; zero_pipeline && vs + 1 < stages; ++vs) {
+      if (layout.stages[vs].empty()) {
+        parallel.fail("layout", "leaves virtual stage " + std::to_string(vs) +
+                                    " empty, which ZeroPP's chunks cannot be (system \"zero_pipeline\")");
+      }
+    }
+  }
+  if (parallel.has("rank_order")) {
+    if (zero_pipeline) parallel.fail("rank_order", "is Megatron-LM's (system \"megatron\")");
+    mp.rank_order = parallel.choice("rank_order", {"tp-cp-dp-pp", "tp-cp-pp-dp"}) == "tp-cp-dp-pp"
+                        ? RankOrder::tp_cp_dp_pp
+                        : RankOrder::tp_cp_pp_dp;
+  }
+  if (parallel.has("microbatch_group_size")) {
+    if (zero_pipeline) {
+      parallel.fail("microbatch_group_size", "is Megatron-LM's (system \"megatron\"); ZeroPP has scheduling_unit");
+    }
+    mp.microbatch_group_size = parallel_degree(parallel, "microbatch_group_size");
+  }
+}
+
+// What the pipeline fields must satisfy together; `reader` is the plan's.
+void check_pipeline(const JsonObjectReader& reader, const ModelParallelism& mp, bool zero_pipeline) {
+  if (zero_pipeline && mp.context != 1) {
+    reader.fail("model_parallel.context_parallel", "context parallelism is Megatron-LM's (system \"megatron\")");
+  }
+  if (zero_pipeline && mp.tensor != 1) {
+    reader.fail("model_parallel.tensor", "ZeroPP's pipeline is TP-free: tensor must be 1, got " + std::to_string(mp.tensor));
+  }
+  if (mp.virtual_stages > 1 && mp.pipeline < 2) {
+    reader.fail("model_parallel.virtual_stages", "interleaving needs at least 2 pipeline stages");
+  }
+  if (mp.microbatch_group_size && mp.virtual_stages < 2) {
+    reader.fail("model_parallel.microbatch_group_size",
+                "groups micro-batches of the interleaved schedule: needs virtual_stages > 1");
+  }
+  if (mp.microbatch_group_size && *mp.microbatch_group_size < mp.pipeline) {
+    reader.fail("model_parallel.microbatch_group_size",
+                "must be at least the " + std::to_string(mp.pipeline) + " pipeline stages, got " +
+                    std::to_string(*mp.microbatch_group_size));
+  }
+  if (mp.sequence_parallel && mp.tensor < 2) {
+    reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");
+  }
+  if (mp.tp_comm_overlap && !mp.sequence_parallel) {
+    reader.fail("model_parallel.tp_comm_overlap", "overlaps the sequence-parallel gathers and reduce-scatters: needs "
+                                                  "sequence_parallel (Megatron-LM asserts it)");
+  }
+}
+
+// The "model_parallel" block: DeepSpeed-Ulysses alone for the data-parallel
+// systems, the pipeline and what goes with it for the others.
+void read_model_parallel(JsonObjectReader& reader, Plan& plan, const SystemBehaviour& behaviour) {
+  auto parallel = reader.object("model_parallel");
+  ModelParallelism& mp = plan.model_parallel;
+  if (behaviour.pipelines()) {
+    const bool zero_pipeline = behaviour.compiler == StepCompiler::zero_pipeline;
+    read_pipeline(parallel, mp, zero_pipeline);
+    parallel.finish();
+    check_pipeline(reader, mp, zero_pipeline);
+    return;
+  }
+  // The data-parallel systems take DeepSpeed-Ulysses and nothing else.
+  const auto keys = parallel.take_all_keys();
+  if (keys != std::vector<std::string>{"ulysses"}) {
+    reader.fail("model_parallel", "tensor and pipeline parallelism are modelled as Megatron-LM runs them (system "
+                                  "\"megatron\") or as ZeroPP's TP-free pipeline (system \"zero_pipeline\"); "
+                                  "ZeRO-2/3 combined with tensor parallelism is not modelled yet (the data-parallel "
+                                  "systems take {\"ulysses\": u} alone, DeepSpeed-Ulysses sequence parallelism)");
+  }
+  mp.ulysses = parallel_degree(parallel, "ulysses");
+}
+
+ExpertParallelism read_experts(JsonObjectReader experts) {
+  ExpertParallelism parsed;
+  const std::int64_t parallel = experts.positive_integer("parallel");
+  if (parallel > (1 << 16)) experts.fail("parallel", "must be at most 65536, got " + std::to_string(parallel));
+  parsed.parallel = static_cast<int>(parallel);
+  if (experts.has("layout")) parsed.layout = topology::parse_moe_layout(experts.choice("layout", {"E+D", "D+E"}));
+  if (experts.has("capacity_factor")) parsed.capacity_factor = experts.positive_number("capacity_factor");
+  if (experts.has("dispatcher")) {
+    parsed.dispatcher = experts.choice("dispatcher", {"all_to_all", "all_gather"}) == "all_gather"
+                                  ? TokenDispatcher::all_gather
+                                  : TokenDispatcher::all_to_all;
+  }
+  if (experts.has("shared_expert_overlap")) parsed.shared_expert_overlap = experts.boolean("shared_expert_overlap");
+  if (experts.has("overlap_expert_parallel_comm")) {
+    parsed.overlap_expert_parallel_comm = experts.boolean("overlap_expert_parallel_comm");
+  }
+  if (experts.has("delay_wgrad_compute")) parsed.delay_wgrad_compute = experts.boolean("delay_wgrad_compute");
+  experts.finish();
+  return parsed;
+}
+
+BucketSizes read_buckets(JsonObjectReader buckets) {
+  BucketSizes sizes;
+  sizes.reduce_bytes = buckets.positive_number("reduce_bytes");
+  sizes.all_gather_bytes = buckets.positive_number("all_gather_bytes");
+  sizes.prefetch_bytes = buckets.non_negative_number("prefetch_bytes");
+  sizes.persistence_threshold_parameters = buckets.non_negative_number("persistence_threshold_parameters");
+  for (auto [key, value] : {std::pair{"max_live_parameters", &sizes.max_live_parameters},
+                            std::pair{"max_reuse_distance_parameters", &sizes.max_reuse_distance_parameters}}) {
+    if (buckets.has(key)) *value = buckets.non_negative_number(key);
+  }
+  buckets.finish();
+  return sizes;
+}
+
+OverlapSwitches read_overlap(JsonObjectReader overlap) {
+  OverlapSwitches switches;
+  switches.gather_scatter = overlap.boolean("gather_scatter");
+  switches.optimizer_all_reduce = overlap.boolean("optimizer_all_reduce");
+  switches.parameter_broadcast = overlap.boolean("parameter_broadcast");
+  overlap.finish();
+  return switches;
+}
+
+// ZeRO++'s qwZ and qgZ, where the system takes them.
+void read_quantization(JsonObjectReader& reader, Plan& plan, const SystemBehaviour& behaviour) {
+  for (auto [key, value] : {std::pair{"quantized_weights", &plan.quantized_weights},
+                            std::pair{"quantized_gradients", &plan.quantized_gradients}}) {
+    if (!reader.has(key)) continue;
+    *value = reader.boolean(key);
+    if (*value && !(behaviour.quantized_communication && plan.factors.parameters != 1)) {
+      reader.fail(key, "ZeRO++'s quantized communication is modelled for systems " +
+                           quoted_system_names([](const SystemBehaviour& b) { return b.quantized_communication; }) +
+                           " with the parameters sharded (ZeRO-3)");
+    }
+  }
+  if (plan.quantized_gradients && plan.factors.parameters != 0) {
+    reader.fail("quantized_gradients", "qgZ reduces the gradients over every data-parallel GPU: the parameters factor "
+                                       "must be \"all\"");
+  }
+}
+
+// The factors Megatron-LM and ZeroPP can take, and ZeroPP's required block.
+void check_factors_of_pipelines(const JsonObjectReader& reader, const Plan& plan, const SystemBehaviour& behaviour) {
+  const FactorSpec& f = plan.factors;
+  if (behaviour.compiler == StepCompiler::megatron_pipeline &&
+      (f.parameters != 1 || f.gradients != 1 || (f.optimizer != 1 && f.optimizer != 0))) {
+    reader.fail("factors", "Megatron-LM shards no parameters or gradients: (1, 1, 1), or (1, 1, \"all\") for its "
+                           "distributed optimizer");
+  }
+  const bool zero_pipeline = behaviour.compiler == StepCompiler::zero_pipeline;
+  if (zero_pipeline && f.gradients != f.parameters) {
+    reader.fail("factors", "ZeroPP reduce-scatters each unit's gradients over the group that gathers the parameters: "
+                           "the gradients factor must equal the parameters factor");
+  }
+  if (zero_pipeline && !reader.has("model_parallel")) {
+    reader.fail("model_parallel", "system \"zero_pipeline\" needs the pipeline: {\"pipeline\": p, \"scheduling_unit\": u}");
+  }
+}
+
 }  // namespace
 
 Plan parse_plan(const nlohmann::json& document, const std::string& file) {
@@ -63,177 +266,15 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
       reader.fail("hierarchical_parameter_gather", "the two-hop parameter gather is MiCS's (system \"mics\")");
     }
   }
-  auto buckets = reader.object("buckets");
-  plan.buckets.reduce_bytes = buckets.positive_number("reduce_bytes");
-  plan.buckets.all_gather_bytes = buckets.positive_number("all_gather_bytes");
-  plan.buckets.prefetch_bytes = buckets.non_negative_number("prefetch_bytes");
-  plan.buckets.persistence_threshold_parameters = buckets.non_negative_number("persistence_threshold_parameters");
-  for (auto [key, value] : {std::pair{"max_live_parameters", &plan.buckets.max_live_parameters},
-                            std::pair{"max_reuse_distance_parameters", &plan.buckets.max_reuse_distance_parameters}}) {
-    if (buckets.has(key)) *value = buckets.non_negative_number(key);
-  }
-  buckets.finish();
-  auto overlap = reader.object("overlap");
-  plan.overlap.gather_scatter = overlap.boolean("gather_scatter");
-  plan.overlap.optimizer_all_reduce = overlap.boolean("optimizer_all_reduce");
-  plan.overlap.parameter_broadcast = overlap.boolean("parameter_broadcast");
-  overlap.finish();
+  plan.buckets = read_buckets(reader.object("buckets"));
+  plan.overlap = read_overlap(reader.object("overlap"));
   plan.as_implemented = reader.choice("behaviour", {"as_implemented", "ideal"}) == "as_implemented";
   plan.multi_rank_bucketing = reader.boolean("multi_rank_bucketing");
   plan.flat_all_gather = reader.boolean("flat_all_gather");
-  for (auto [key, value] : {std::pair{"quantized_weights", &plan.quantized_weights},
-                            std::pair{"quantized_gradients", &plan.quantized_gradients}}) {
-    if (!reader.has(key)) continue;
-    *value = reader.boolean(key);
-    if (*value && !(behaviour.quantized_communication && plan.factors.parameters != 1)) {
-      reader.fail(key, "ZeRO++'s quantized communication is modelled for systems " +
-                           quoted_system_names([](const SystemBehaviour& b) { return b.quantized_communication; }) +
-                           " with the parameters sharded (ZeRO-3)");
-    }
-  }
-  if (plan.quantized_gradients && plan.factors.parameters != 0) {
-    reader.fail("quantized_gradients", "qgZ reduces the gradients over every data-parallel GPU: the parameters factor "
-                                       "must be \"all\"");
-  }
-  const bool megatron = behaviour.compiler == StepCompiler::megatron_pipeline;
-  if (megatron &&
-      (plan.factors.parameters != 1 || plan.factors.gradients != 1 || (plan.factors.optimizer != 1 && plan.factors.optimizer != 0))) {
-    reader.fail("factors", "Megatron-LM shards no parameters or gradients: (1, 1, 1), or (1, 1, \"all\") for its "
-                           "distributed optimizer");
-  }
-  const bool zero_pipeline = behaviour.compiler == StepCompiler::zero_pipeline;
-  if (zero_pipeline && plan.factors.gradients != plan.factors.parameters) {
-    reader.fail("factors", "ZeroPP reduce-scatters each unit's gradients over the group that gathers the parameters: "
-                           "the gradients factor must equal the parameters factor");
-  }
-  if (zero_pipeline && !reader.has("model_parallel")) {
-    reader.fail("model_parallel", "system \"zero_pipeline\" needs the pipeline: {\"pipeline\": p, \"scheduling_unit\": u}");
-  }
-  if (reader.has("model_parallel")) {
-    auto parallel = reader.object("model_parallel");
-    ModelParallelism& mp = plan.model_parallel;
-    const auto degree = [&](const std::string& key) {
-      const std::int64_t value = parallel.positive_integer(key);
-      if (value > (1 << 16)) parallel.fail(key, "must be at most 65536, got " + std::to_string(value));
-      return static_cast<int>(value);
-    };
-    if (!behaviour.pipelines()) {
-      // The data-parallel systems take DeepSpeed-Ulysses and nothing else.
-      const auto keys = parallel.take_all_keys();
-      if (keys != std::vector<std::string>{"ulysses"}) {
-        reader.fail("model_parallel", "tensor and pipeline parallelism are modelled as Megatron-LM runs them (system "
-                                      "\"megatron\") or as ZeroPP's TP-free pipeline (system \"zero_pipeline\"); "
-                                      "ZeRO-2/3 combined with tensor parallelism is not modelled yet (the data-parallel "
-                                      "systems take {\"ulysses\": u} alone, DeepSpeed-Ulysses sequence parallelism)");
-      }
-      mp.ulysses = degree("ulysses");
-    } else {
-      if (parallel.has("ulysses")) mp.ulysses = degree("ulysses");  // refused below
-      if (!zero_pipeline || parallel.has("tensor")) mp.tensor = degree("tensor");
-      mp.pipeline = degree("pipeline");
-      if (parallel.has("virtual_stages")) mp.virtual_stages = degree("virtual_stages");
-      if (parallel.has("sequence_parallel")) mp.sequence_parallel = parallel.boolean("sequence_parallel");
-      if (parallel.has("tp_comm_overlap")) mp.tp_comm_overlap = parallel.boolean("tp_comm_overlap");
-      if (parallel.has("context_parallel")) mp.context = degree("context_parallel");
-      if (parallel.has("gradient_accumulation_fusion")) {
-        if (zero_pipeline) parallel.fail("gradient_accumulation_fusion", "is Megatron-LM's (system \"megatron\")");
-        mp.gradient_accumulation_fusion = parallel.boolean("gradient_accumulation_fusion");
-      }
-      if (parallel.has("scatter_gather_pipeline_tensors")) {
-        if (zero_pipeline) parallel.fail("scatter_gather_pipeline_tensors", "is Megatron-LM's (system \"megatron\")");
-        mp.scatter_gather_pipeline_tensors = parallel.boolean("scatter_gather_pipeline_tensors");
-      }
-      if (zero_pipeline) mp.scheduling_unit = degree("scheduling_unit");
-      const auto stage_layers = [&](const std::string& key) -> std::optional<int> {
-        if (!parallel.has(key)) return std::nullopt;
-        const std::int64_t value = parallel.non_negative_integer(key);
-        if (value > (1 << 20)) parallel.fail(key, "must be at most 1048576, got " + std::to_string(value));
-        return static_cast<int>(value);
-      };
-      mp.first_stage_layers = stage_layers("first_stage_layers");
-      mp.last_stage_layers = stage_layers("last_stage_layers");
-      if (parallel.has("account_for_embedding")) mp.account_for_embedding = parallel.boolean("account_for_embedding");
-      if (parallel.has("account_for_loss")) mp.account_for_loss = parallel.boolean("account_for_loss");
-      if (parallel.has("layout")) {
-        mp.layout = parallel.string("layout");
-        const PipelineLayoutStages layout = layout_over_pipeline(*mp.layout, mp.pipeline);
-        if (!layout.ok()) parallel.fail("layout", layout.problem);
-        const std::size_t stages = layout.stages.size();
-        if (parallel.has("virtual_stages") && mp.virtual_stages != layout.virtual_stages) {
-          parallel.fail("virtual_stages", "is " + std::to_string(mp.virtual_stages) + ", but the layout's " +
-                                              std::to_string(stages) + " virtual stages over " +
-                                              std::to_string(mp.pipeline) + " pipeline stages make " +
-                                              std::to_string(layout.virtual_stages));
-        }
-        mp.virtual_stages = layout.virtual_stages;
-        // ZeroPP gathers and reduces each chunk's parameters as a window;
-        // an empty chunk has none.
-        for (std::size_t vs = 1; zero_pipeline && vs + 1 < stages; ++vs) {
-          if (layout.stages[vs].empty()) {
-            parallel.fail("layout", "leaves virtual stage " + std::to_string(vs) +
-                                        " empty, which ZeroPP's chunks cannot be (system \"zero_pipeline\")");
-          }
-        }
-      }
-      if (parallel.has("rank_order")) {
-        if (zero_pipeline) parallel.fail("rank_order", "is Megatron-LM's (system \"megatron\")");
-        mp.rank_order = parallel.choice("rank_order", {"tp-cp-dp-pp", "tp-cp-pp-dp"}) == "tp-cp-dp-pp"
-                            ? RankOrder::tp_cp_dp_pp
-                            : RankOrder::tp_cp_pp_dp;
-      }
-      if (parallel.has("microbatch_group_size")) {
-        if (zero_pipeline) {
-          parallel.fail("microbatch_group_size", "is Megatron-LM's (system \"megatron\"); ZeroPP has scheduling_unit");
-        }
-        mp.microbatch_group_size = degree("microbatch_group_size");
-      }
-      parallel.finish();
-      if (zero_pipeline && mp.context != 1) {
-        reader.fail("model_parallel.context_parallel", "context parallelism is Megatron-LM's (system \"megatron\")");
-      }
-      if (zero_pipeline && mp.tensor != 1) {
-        reader.fail("model_parallel.tensor", "ZeroPP's pipeline is TP-free: tensor must be 1, got " + std::to_string(mp.tensor));
-      }
-      if (mp.virtual_stages > 1 && mp.pipeline < 2) {
-        reader.fail("model_parallel.virtual_stages", "interleaving needs at least 2 pipeline stages");
-      }
-      if (mp.microbatch_group_size && mp.virtual_stages < 2) {
-        reader.fail("model_parallel.microbatch_group_size",
-                    "groups micro-batches of the interleaved schedule: needs virtual_stages > 1");
-      }
-      if (mp.microbatch_group_size && *mp.microbatch_group_size < mp.pipeline) {
-        reader.fail("model_parallel.microbatch_group_size",
-                    "must be at least the " + std::to_string(mp.pipeline) + " pipeline stages, got " +
-                        std::to_string(*mp.microbatch_group_size));
-      }
-      if (mp.sequence_parallel && mp.tensor < 2) {
-        reader.fail("model_parallel.sequence_parallel", "splits activations over the tensor-parallel group: needs tensor > 1");
-      }
-      if (mp.tp_comm_overlap && !mp.sequence_parallel) {
-        reader.fail("model_parallel.tp_comm_overlap", "overlaps the sequence-parallel gathers and reduce-scatters: needs "
-                                                      "sequence_parallel (Megatron-LM asserts it)");
-      }
-    }
-  }
-  if (reader.has("experts")) {
-    auto experts = reader.object("experts");
-    const std::int64_t parallel = experts.positive_integer("parallel");
-    if (parallel > (1 << 16)) experts.fail("parallel", "must be at most 65536, got " + std::to_string(parallel));
-    plan.experts.parallel = static_cast<int>(parallel);
-    if (experts.has("layout")) plan.experts.layout = topology::parse_moe_layout(experts.choice("layout", {"E+D", "D+E"}));
-    if (experts.has("capacity_factor")) plan.experts.capacity_factor = experts.positive_number("capacity_factor");
-    if (experts.has("dispatcher")) {
-      plan.experts.dispatcher = experts.choice("dispatcher", {"all_to_all", "all_gather"}) == "all_gather"
-                                    ? TokenDispatcher::all_gather
-                                    : TokenDispatcher::all_to_all;
-    }
-    if (experts.has("shared_expert_overlap")) plan.experts.shared_expert_overlap = experts.boolean("shared_expert_overlap");
-    if (experts.has("overlap_expert_parallel_comm")) {
-      plan.experts.overlap_expert_parallel_comm = experts.boolean("overlap_expert_parallel_comm");
-    }
-    if (experts.has("delay_wgrad_compute")) plan.experts.delay_wgrad_compute = experts.boolean("delay_wgrad_compute");
-    experts.finish();
-  }
+  read_quantization(reader, plan, behaviour);
+  check_factors_of_pipelines(reader, plan, behaviour);
+  if (reader.has("model_parallel")) read_model_parallel(reader, plan, behaviour);
+  if (reader.has("experts")) plan.experts = read_experts(reader.object("experts"));
   check_parallelism_system(plan, file);
   plan.sources = reader.string_list("sources");
   reader.finish();

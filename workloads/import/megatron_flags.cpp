@@ -1,0 +1,205 @@
+#include "workloads/import/megatron_flags.h"
+
+#include "topology/base/json_input.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+
+namespace shardsim::workloads {
+
+namespace {
+
+// Megatron's store_true flags that shardsim reads: they never take a value,
+// so the token after one is not consumed.
+const std::set<std::string> kSwitches = {
+    "sequence_parallel",  "use_distributed_optimizer", "overlap_grad_reduce",
+    "overlap_param_gather", "tp_comm_overlap",         "bf16",
+    "fp16",               "use_flash_attn",            "recompute_activations",
+    "swiglu",             "untie_embeddings_and_output_weights",
+    "group_query_attention", "disable_bias_linear",    "use_torch_fsdp2",
+    "use_custom_fsdp",    "use_megatron_fsdp",         "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
+    "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline", "moe_pad_expert_input_to_capacity",
+    "moe_grouped_gemm", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
+    "moe_layer_recompute"};
+
+// Megatron's nargs='*' flags that shardsim reads: every word up to the next
+// flag is theirs, kept space-separated.
+const std::set<std::string> kListFlags = {"recompute_modules"};
+
+bool is_shell_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// A shell word as the flags are concerned: quotes and bash array brackets
+// dropped, and a VAR= prefix (VAR="--num-layers 24 ...", ARGS=( ... ) cut off.
+// Brackets inside quotes are the value's own (a pipeline layout's groups).
+std::string clean_word(const std::string& word) {
+  std::size_t begin = 0;
+  const auto equals = word.find('=');
+  if (equals != std::string::npos && equals > 0 && word[0] != '-' &&
+      std::all_of(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(equals), is_shell_name_char)) {
+    begin = equals + 1;
+  }
+  std::string clean;
+  char quote = 0;
+  for (std::size_t i = begin; i < word.size(); ++i) {
+    const char c = word[i];
+    if (c == quote) {
+      quote = 0;
+    } else if (quote == 0 && (c == '"' || c == '\'')) {
+      quote = c;
+    } else if (quote != 0 || (c != '(' && c != ')')) {
+      clean += c;
+    }
+  }
+  return clean;
+}
+
+struct Word {
+  std::string text;
+  int line = 0;
+};
+
+// Whitespace-separated words, a backslash-newline joining lines and a # that
+// starts a word commenting out the rest of its line.
+std::vector<Word> shell_words(const std::string& text) {
+  std::vector<Word> words;
+  std::string current;
+  int line = 1, start_line = 1;
+  const auto flush = [&] {
+    std::string word = clean_word(std::exchange(current, {}));
+    if (!word.empty()) words.push_back({std::move(word), start_line});
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      flush();
+      ++i;
+      ++line;
+    } else if (c == '#' && current.empty()) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      flush();
+      if (c == '\n') ++line;
+    } else {
+      if (current.empty()) start_line = line;
+      current += c;
+    }
+  }
+  flush();
+  return words;
+}
+
+// `parse` (std::stoll, std::stod) over all of `text`; nothing when it throws
+// or leaves characters over.
+template <typename Parse>
+auto parse_whole(const std::string& text, Parse parse) -> std::optional<decltype(parse(text, nullptr))> {
+  std::size_t used = 0;
+  try {
+    const auto number = parse(text, &used);
+    if (used == text.size()) return number;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+bool is_flag(const std::string& word) { return word.size() > 2 && word.compare(0, 2, "--") == 0; }
+
+}  // namespace
+
+MegatronFlags read_megatron_flags(const std::string& text) {
+  const std::vector<Word> words = shell_words(text);
+  MegatronFlags flags;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (!is_flag(words[i].text)) continue;
+    const int line = words[i].line;
+    std::string name = words[i].text.substr(2);
+    std::optional<std::string> value;
+    if (const auto equals = name.find('='); equals != std::string::npos) {
+      value = name.substr(equals + 1);
+      name.erase(equals);
+    }
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (!value && kListFlags.count(name) != 0) {
+      value.emplace();
+      while (i + 1 < words.size() && !is_flag(words[i + 1].text)) {
+        if (!value->empty()) *value += ' ';
+        *value += words[++i].text;
+      }
+    } else if (!value && kSwitches.count(name) == 0 && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
+      value = words[++i].text;
+    }
+    flags[name] = MegatronFlag{value, line};
+  }
+  return flags;
+}
+
+void FlagReader::fail(const std::string& field, const std::string& what) const {
+  std::string where = "--" + field;
+  std::replace(where.begin(), where.end(), '_', '-');
+  const auto it = flags_.find(field);
+  if (it != flags_.end()) where += " (line " + std::to_string(it->second.line) + ")";
+  throw_input_error(file_, where, what);
+}
+
+bool FlagReader::on(const std::string& field) const {
+  const auto it = flags_.find(field);
+  if (it == flags_.end()) return false;
+  if (it->second.value) fail(field, "is a switch and takes no value, got \"" + *it->second.value + "\"");
+  return true;
+}
+
+std::optional<std::string> FlagReader::text(const std::string& field) const {
+  const auto it = flags_.find(field);
+  if (it == flags_.end()) return std::nullopt;
+  if (!it->second.value) fail(field, "needs a value");
+  const std::string& value = *it->second.value;
+  if (value.find('$') != std::string::npos || value.find('`') != std::string::npos) {
+    fail(field, "is the shell expression \"" + value +
+                    "\": shardsim reads flags, not shell; expand the script's variables first (e.g. replace "
+                    "torchrun with echo and save what it prints)");
+  }
+  return value;
+}
+
+std::optional<std::int64_t> FlagReader::integer(const std::string& field, std::int64_t minimum) const {
+  const auto value = text(field);
+  if (!value) return std::nullopt;
+  const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stoll(s, used); });
+  if (!number) fail(field, "must be an integer, got \"" + *value + "\"");
+  if (*number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
+  return number;
+}
+
+std::optional<double> FlagReader::positive_number(const std::string& field) const {
+  const auto value = text(field);
+  if (!value) return std::nullopt;
+  const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
+  if (!number || !std::isfinite(*number) || *number <= 0) fail(field, "must be a positive number, got \"" + *value + "\"");
+  return number;
+}
+
+std::optional<double> FlagReader::probability(const std::string& field) const {
+  const auto value = text(field);
+  if (!value) return std::nullopt;
+  const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
+  if (!number || !(*number >= 0 && *number < 1)) fail(field, "must be a probability in [0, 1), got \"" + *value + "\"");
+  return number;
+}
+
+std::optional<std::string> FlagReader::choice(const std::string& field, const std::vector<std::string>& allowed) const {
+  const auto value = text(field);
+  if (value && std::find(allowed.begin(), allowed.end(), *value) == allowed.end()) {
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    fail(field, "must be one of " + list + ", got \"" + *value + "\"");
+  }
+  return value;
+}
+
+void FlagReader::refuse_above_one(const std::string& field, const std::string& what) const {
+  if (integer(field).value_or(1) > 1) fail(field, what);
+}
+
+}  // namespace shardsim::workloads
