@@ -189,6 +189,19 @@ class ModuleListBuilder {
   void attention(ModuleWork& attention, const std::vector<KernelSpec>& core_forward,
                  const std::vector<KernelSpec>& core_backward, std::size_t& up_begin, std::size_t& up_end) const;
   void dense_mlp(ModuleWork& mlp) const;
+  // MLA's widths per token on this GPU: the query and key-value latents, the
+  // rotary key, the rotary part of each of this GPU's heads' queries and of
+  // their keys (the shared rotary key repeated), and what the key-value
+  // up-projection makes (the rest of each head's key, and its value).
+  struct LatentWidths {
+    double q_lora, kv_lora, rope, heads_rotary, kv_up;
+  };
+  LatentWidths latent_widths() const {
+    const double rope = static_cast<double>(model_.mla.qk_rope_head_dim);
+    const double heads_rotary = x_.heads * rope;
+    return {static_cast<double>(model_.mla.q_lora_rank), static_cast<double>(model_.mla.kv_lora_rank), rope,
+            heads_rotary, x_.kv - heads_rotary + x_.value};
+  }
   std::size_t latent_projections(std::vector<KernelSpec>& forward) const;
   void latent_projections_backward(std::vector<KernelSpec>& backward) const;
   void recompute_selectively(int layer, ModuleWork& attention, std::vector<ModuleWork>& feed_forward,
@@ -260,14 +273,7 @@ void ModuleListBuilder::dense_mlp(ModuleWork& mlp) const {
 // Returns where the up-projections begin (mla_up_proj reruns from there).
 std::size_t ModuleListBuilder::latent_projections(std::vector<KernelSpec>& forward) const {
   const LayerShapes& x = x_;
-  const double q_lora = static_cast<double>(model_.mla.q_lora_rank);
-  const double kv_lora = static_cast<double>(model_.mla.kv_lora_rank);
-  const double rope = static_cast<double>(model_.mla.qk_rope_head_dim);
-  // The rotary part of each of this GPU's heads' queries, and of their keys
-  // (the shared rotary key repeated); the up-projection makes the rest of
-  // each head's key and its value.
-  const double heads_rotary = x.heads * rope;
-  const double kv_up = x.kv - heads_rotary + x.value;
+  const auto [q_lora, kv_lora, rope, heads_rotary, kv_up] = latent_widths();
   // A linear every GPU of the group holds whole (Transformer Engine's
   // "duplicated" mode), on this GPU's tokens.
   const auto duplicated = [&](const std::string& name, double n, double k) {
@@ -301,11 +307,7 @@ std::size_t ModuleListBuilder::latent_projections(std::vector<KernelSpec>& forwa
 // the partial gradients each GPU's heads make of it.
 void ModuleListBuilder::latent_projections_backward(std::vector<KernelSpec>& backward) const {
   const LayerShapes& x = x_;
-  const double q_lora = static_cast<double>(model_.mla.q_lora_rank);
-  const double kv_lora = static_cast<double>(model_.mla.kv_lora_rank);
-  const double rope = static_cast<double>(model_.mla.qk_rope_head_dim);
-  const double heads_rotary = x.heads * rope;
-  const double kv_up = x.kv - heads_rotary + x.value;
+  const auto [q_lora, kv_lora, rope, heads_rotary, kv_up] = latent_widths();
   // A duplicated linear's backward (latent_projections).
   const auto duplicated_backward = [&](const std::string& name, double in, double out, int waits_for_call) {
     backward.push_back(waiting_for_call(gemm(name + ".dgrad", x, local_tokens_, in, out), waits_for_call));
