@@ -258,9 +258,7 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
   CHECK(sim::mesh_factors(64, 8) == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
   CHECK(sim::mesh_factors(24, 8) == std::vector<int>{1, 2, 4, 8, 24});
   TinySearch tiny;
-  tiny.request.space.named_systems = false;
-  tiny.request.space.megatron = false;
-  tiny.request.space.zero_pipeline = false;
+  tiny.request.space.families = {"amsp"};
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.bucket_bytes = {1e9};
@@ -279,7 +277,7 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
 TEST_CASE("a MoE model's data-parallel plans are tried under each expert parallelism, in both layouts; "
           "Megatron-LM's in its own", "[search]") {
   TinySearch tiny;
-  tiny.request.space.amsp = false;
+  tiny.request.space.families = {"named", "megatron", "zero-pipeline"};
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.bucket_bytes = {1e9};
@@ -349,9 +347,7 @@ TEST_CASE("a MoE model's data-parallel plans are tried under each expert paralle
 TEST_CASE("the data-parallel plans are tried under DeepSpeed-Ulysses, the batch split over GPUs / u replicas",
           "[search][ulysses]") {
   TinySearch tiny;  // 16 GPUs, 8 per node; 64 sequences of 1024 tokens per step
-  tiny.request.space.amsp = false;
-  tiny.request.space.megatron = false;
-  tiny.request.space.zero_pipeline = false;
+  tiny.request.space.families = {"named"};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.bucket_bytes = {1e9};
   using Key = std::pair<int, std::int64_t>;  // (Ulysses degree, micro-batch size)
@@ -415,9 +411,7 @@ TEST_CASE("the data-parallel plans are tried under DeepSpeed-Ulysses, the batch 
 TEST_CASE("Megatron-LM layouts are tried under context parallelism, sharding over data x context GPUs",
           "[search][context]") {
   TinySearch tiny;  // 4 layers, 64 sequences of 1024 tokens per step, 16 GPUs of 8 per node
-  tiny.request.space.named_systems = false;
-  tiny.request.space.amsp = false;
-  tiny.request.space.zero_pipeline = false;
+  tiny.request.space.families = {"megatron"};
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   const auto layouts = [&](const workloads::TrainingConfig& training) {
@@ -474,8 +468,7 @@ TEST_CASE("Megatron-LM layouts are tried under context parallelism, sharding ove
 
 TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allow", "[search]") {
   TinySearch tiny;  // 4 layers, 64 sequences per step, 16 GPUs of 8 per node
-  tiny.request.space.named_systems = false;
-  tiny.request.space.amsp = false;
+  tiny.request.space.families = {"megatron", "zero-pipeline"};
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   tiny.request.space.placements = {topology::PlacementPolicy::consecutive, topology::PlacementPolicy::leaf_aware};
@@ -535,7 +528,7 @@ TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allo
   // TP comm overlap on as well: a second variant of each layout with t > 1,
   // and only of those (it overlaps sequence-parallel calls).
   tiny.request.training.global_batch_sequences = 64;
-  tiny.request.space.zero_pipeline = false;
+  tiny.request.space.families = {"megatron"};
   tiny.request.space.tp_comm_overlap = {false, true};
   const auto both = sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training, *tiny.cluster, 16);
   std::vector<std::string> with_overlap;
@@ -552,8 +545,7 @@ TEST_CASE("the pipeline layouts are those the model, the GPUs and the batch allo
 TEST_CASE("pipelines whose chunks do not divide the layers count the embedding and the output layer as layers",
           "[search]") {
   TinySearch tiny;  // 64 sequences per step, 16 GPUs of 8 per node
-  tiny.request.space.named_systems = false;
-  tiny.request.space.amsp = false;
+  tiny.request.space.families = {"megatron", "zero-pipeline"};
   tiny.request.space.micro_batch_sizes = {1};
   tiny.request.space.recompute = {workloads::Recompute::none};
   sim::PlanSearch search(*tiny.cluster, *tiny.router, tiny.profile);
@@ -650,4 +642,32 @@ TEST_CASE("pipelines whose chunks do not divide the layers count the embedding a
   const auto with_mtp = layouts(61);
   REQUIRE(with_mtp.count("megatron-t1-p8-layout") == 1);
   CHECK(with_mtp.at("megatron-t1-p8-layout").plan.model_parallel.layout == "Et*8|(t*8|)*5,t*7|t*6mL");
+}
+
+TEST_CASE("the named systems are searched as the registry lists them: presets, ZeRO-1/2 with multi-rank "
+          "bucketing, group presets at every group size", "[search][systems]") {
+  TinySearch tiny;  // 16 GPUs of 8 per node: sharding groups of 2, 4 and 8 GPUs
+  tiny.request.space.families = {"named"};
+  tiny.request.space.micro_batch_sizes = {1};
+  tiny.request.space.recompute = {workloads::Recompute::none};
+  tiny.request.space.bucket_bytes = {1e9};
+  std::set<std::string> names;
+  for (const auto& c : sim::enumerate_candidates(tiny.request.space, tiny.request.model, tiny.request.training,
+                                                 *tiny.cluster, 16)) {
+    CHECK(workloads::record_of(c.plan.system).search.family == "named");
+    names.insert(c.plan.name);
+  }
+  // Worked out from the registry's entries: zero0..3, two FSDP presets,
+  // zero1/zero2 again with multi-rank bucketing, and per group of 2, 4 and
+  // 8 GPUs FSDP hybrid, MiCS and ZeRO++ (hpZ, and hpZ with qwZ + qgZ).
+  std::set<std::string> expected = {"zero0", "zero1", "zero2", "zero3", "fsdp-full-shard", "fsdp-shard-grad-op",
+                                     "zero1-multi-rank", "zero2-multi-rank"};
+  for (int k : {2, 4, 8}) {
+    const std::string size = std::to_string(k);
+    for (const std::string name : {"fsdp-hybrid-" + size, "mics-" + size, "zeropp-hpz" + size,
+                                   "zeropp-hpz" + size + "-qwz-qgz"}) {
+      expected.insert(name);
+    }
+  }
+  CHECK(names == expected);
 }

@@ -1,9 +1,11 @@
 #include "sim/cli/search_space_options.h"
 
 #include "topology/placement.h"
+#include "workloads/inputs/sharding_systems.h"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -40,13 +42,17 @@ std::vector<long long> positive_integers(const std::string& option, const std::s
 sim::SearchSpace parse_search_space(const SearchSpaceOptions& options) {
   sim::SearchSpace space;
   if (options.systems != "all") {
-    space.named_systems = space.amsp = space.megatron = space.zero_pipeline = false;
+    const std::vector<std::string> families = workloads::search_families();
+    space.families.clear();
     for (const auto& item : split_list("--systems", options.systems)) {
-      if (item == "named") space.named_systems = true;
-      else if (item == "amsp") space.amsp = true;
-      else if (item == "megatron") space.megatron = true;
-      else if (item == "zero-pipeline") space.zero_pipeline = true;
-      else throw std::invalid_argument("--systems: '" + item + "' is not all, named, amsp, megatron or zero-pipeline");
+      if (std::find(families.begin(), families.end(), item) == families.end()) {
+        std::string known = "all";
+        for (std::size_t i = 0; i < families.size(); ++i) {
+          known += (i + 1 == families.size() ? " or " : ", ") + families[i];
+        }
+        throw std::invalid_argument("--systems: '" + item + "' is not " + known);
+      }
+      if (!space.searches(item)) space.families.push_back(item);
     }
   }
   space.micro_batch_sizes.clear();

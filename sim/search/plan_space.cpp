@@ -53,43 +53,59 @@ Plan with_factors(Plan plan, std::string name, int parameters, int gradients, in
   return plan;
 }
 
-// The systems to try, each with its factors written out (0 = all).
+// A named system's group preset sized to a sharding group of k GPUs: ZeRO++'s
+// secondary parameter copy over k, any other's factors (k, k, k).
+Plan sized_to_group(const Plan& preset, const workloads::GroupPreset& group, int k) {
+  std::string name(group.name_pattern);
+  name.replace(name.find("{k}"), 3, std::to_string(k));
+  if (workloads::behaviour_of(preset.system).secondary_parameter_copy) {
+    Plan plan = preset;
+    plan.name = std::move(name);
+    plan.secondary_parameter_group = k;
+    return plan;
+  }
+  return with_factors(preset, std::move(name), k, k, k);
+}
+
+// The data-parallel systems to try, each with its factors written out (0 =
+// all), in the registry's order (workloads/inputs/sharding_systems.h): the
+// named systems' presets; those that reduce ZeRO-1/2 gradients to their
+// owners again with multi-rank bucketing; then, for each sharding group size
+// k, every group preset sized to it; then AMSP's factor triples.
 std::vector<Plan> systems(const SearchSpace& space, int gpus, int gpus_per_node) {
   std::vector<Plan> plans;
   const std::vector<int> factors = mesh_factors(gpus, gpus_per_node);
-  if (space.named_systems) {
-    for (const char* preset : {"zero0", "zero1", "zero2", "zero3", "fsdp-full-shard", "fsdp-shard-grad-op"}) {
-      plans.push_back(workloads::load_plan(preset));
+  if (space.searches("named")) {
+    std::vector<std::pair<Plan, const workloads::GroupPreset*>> group_presets;
+    for (const auto& record : workloads::sharding_systems()) {
+      if (record.search.family != "named") continue;
+      for (std::string_view preset : record.search.presets) plans.push_back(workloads::load_plan(std::string(preset)));
+      for (const auto& group : record.search.group_presets) {
+        group_presets.emplace_back(workloads::load_plan(std::string(group.preset)), &group);
+      }
     }
     // The presets reduce ZeRO-1/2 gradients to their owners, as DeepSpeed
     // releases before PR #4695 did; current DeepSpeed all-reduces each bucket
     // (multi-rank bucketing, TECHNIQUES.md section 6) by default.
-    for (const char* preset : {"zero1", "zero2"}) {
-      Plan current = workloads::load_plan(preset);
-      current.name += "-multi-rank";
-      current.multi_rank_bucketing = true;
-      current.sources.push_back("use_multi_rank_bucket_allreduce, DeepSpeed's default since PR #4695");
-      plans.push_back(std::move(current));
+    const std::size_t presets = plans.size();
+    for (std::size_t i = 0; i < presets; ++i) {
+      const Plan& plan = plans[i];
+      const bool to_owners = workloads::behaviour_of(plan.system).reduce_to_gradient_owners &&
+                             plan.factors.parameters == 1 && plan.factors.optimizer != 1;
+      if (!to_owners) continue;
+      Plan multi_rank = plan;
+      multi_rank.name += "-multi-rank";
+      multi_rank.multi_rank_bucketing = true;
+      multi_rank.sources.push_back("use_multi_rank_bucket_allreduce, DeepSpeed's default since PR #4695");
+      plans.push_back(std::move(multi_rank));
     }
-    const Plan hybrid = workloads::load_plan("fsdp-hybrid-8");
-    const Plan mics = workloads::load_plan("mics-8");
-    const Plan zero_plus_plus = workloads::load_plan("zeropp-hpz8");
-    const Plan quantized_zero_plus_plus = workloads::load_plan("zeropp-hpz8-qwz-qgz");
     for (int k : factors) {
       if (k == 1 || k == gpus) continue;
-      const std::string size = std::to_string(k);
-      plans.push_back(with_factors(hybrid, "fsdp-hybrid-" + size, k, k, k));
-      plans.push_back(with_factors(mics, "mics-" + size, k, k, k));
-      for (const Plan* preset : {&zero_plus_plus, &quantized_zero_plus_plus}) {
-        Plan secondary = *preset;
-        secondary.name = "zeropp-hpz" + size + (preset->quantized_weights ? "-qwz-qgz" : "");
-        secondary.secondary_parameter_group = k;
-        plans.push_back(std::move(secondary));
-      }
+      for (const auto& [preset, group] : group_presets) plans.push_back(sized_to_group(preset, *group, k));
     }
   }
-  if (space.amsp) {
-    Plan amsp = workloads::load_plan("amsp-llama7b");
+  if (space.searches("amsp")) {
+    Plan amsp = workloads::load_plan(workloads::search_preset("amsp"));
     amsp.sources = {"AMSP (TECHNIQUES.md section 2): factor triple enumerated by shardsim search under the dependency "
                     "rule and the mesh filter"};
     for (int p : factors) {
@@ -203,7 +219,7 @@ std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::Mode
   const std::vector<int> contexts =
       sequence_degrees(space.context_parallel, {2, 4, 8}, model, training, gpus, &workloads::ModelParallelism::context);
   std::vector<Plan> plans;
-  const Plan preset = workloads::load_plan("megatron-tp4-pp4");
+  const Plan preset = workloads::load_plan(workloads::search_preset("megatron"));
   std::vector<int> stages = {1};
   stages.insert(stages.end(), space.pipeline_stages.begin(), space.pipeline_stages.end());
   for (int t = 1; t <= gpus_per_node; ++t) {
@@ -234,7 +250,7 @@ std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::Mode
                                 std::to_string(p) + " x " + std::to_string(v) + " virtual stages" +
                                 layer_split_source(layout) + (c > 1 ? ", context " + std::to_string(c) : "") +
                                 (overlap ? ", TP comm overlap" : "") +
-                                "; the rest as megatron-tp4-pp4",
+                                "; the rest as " + preset.name,
                             preset.sources.at(1)};
             plans.push_back(std::move(plan));
           }
@@ -249,7 +265,7 @@ std::vector<Plan> megatron_plans(const SearchSpace& space, const workloads::Mode
 std::vector<Plan> zero_pipeline_plans(const SearchSpace& space, const workloads::ModelSpec& model, int gpus,
                                       int gpus_per_node) {
   std::vector<Plan> plans;
-  const Plan preset = workloads::load_plan("zero-pipeline-pp4");
+  const Plan preset = workloads::load_plan(workloads::search_preset("zero-pipeline"));
   const int chunks = preset.model_parallel.virtual_stages;
   for (int p : space.pipeline_stages) {
     if (p < 2 || p > model.layers || gpus % p != 0) continue;
@@ -452,13 +468,13 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& space, const work
 
   std::vector<Plan> plans = with_ulysses(with_expert_parallelism(systems(space, gpus, per_node), space, model, gpus, per_node),
                                         space, model, training, gpus, per_node);
-  if (space.megatron) {
+  if (space.searches("megatron")) {
     for (Plan& plan : with_megatron_expert_parallelism(megatron_plans(space, model, training, gpus, per_node), space,
                                                        model, gpus, per_node)) {
       plans.push_back(std::move(plan));
     }
   }
-  if (space.zero_pipeline) {
+  if (space.searches("zero-pipeline")) {
     for (Plan& plan : zero_pipeline_plans(space, model, gpus, per_node)) plans.push_back(std::move(plan));
   }
 

@@ -80,18 +80,20 @@
 #include "workloads/inputs/plan.h"
 #include "workloads/inputs/training.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardsim::sim {
 
 struct SearchSpace {
-  bool named_systems = true;
-  bool amsp = true;
-  bool megatron = true;
-  bool zero_pipeline = true;
+  // The search families of the sharding-system registry to try
+  // (workloads/inputs/sharding_systems.h): "named", "amsp", "megatron",
+  // "zero-pipeline".
+  std::vector<std::string> families = workloads::search_families();
   std::vector<int> pipeline_stages = {2, 4, 8, 16};
   std::vector<double> bucket_bytes = {2.5e8, 1e9};  // reduce and all-gather buckets
   std::vector<std::int64_t> micro_batch_sizes = {1, 2, 4, 8};
@@ -105,6 +107,10 @@ struct SearchSpace {
   // has fewer sequences than GPUs.
   std::vector<int> context_parallel;
   std::vector<bool> tp_comm_overlap = {false};  // Megatron-LM layouts with t > 1
+
+  bool searches(std::string_view family) const {
+    return std::find(families.begin(), families.end(), family) != families.end();
+  }
 };
 
 struct Candidate {

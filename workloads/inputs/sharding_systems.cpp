@@ -1,5 +1,6 @@
 #include "workloads/inputs/sharding_systems.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace shardsim::workloads {
@@ -38,13 +39,16 @@ std::vector<ShardingSystemRecord> make_registry() {
   zero_pipeline.compiler = StepCompiler::zero_pipeline;
 
   return {
-      {ShardingSystem::zero, "zero", "DeepSpeed ZeRO", zero},
-      {ShardingSystem::fsdp, "fsdp", "PyTorch FSDP", SystemBehaviour{}},
-      {ShardingSystem::mics, "mics", "MiCS", mics},
-      {ShardingSystem::zero_plus_plus, "zeropp", "ZeRO++", zero_plus_plus},
-      {ShardingSystem::amsp, "amsp", "AMSP", amsp},
-      {ShardingSystem::megatron, "megatron", "Megatron-LM", megatron},
-      {ShardingSystem::zero_pipeline, "zero_pipeline", "ZeroPP (Tang et al. 2024)", zero_pipeline},
+      {ShardingSystem::zero, "zero", "DeepSpeed ZeRO", zero, {"named", {"zero0", "zero1", "zero2", "zero3"}, {}}},
+      {ShardingSystem::fsdp, "fsdp", "PyTorch FSDP", SystemBehaviour{},
+       {"named", {"fsdp-full-shard", "fsdp-shard-grad-op"}, {{"fsdp-hybrid-8", "fsdp-hybrid-{k}"}}}},
+      {ShardingSystem::mics, "mics", "MiCS", mics, {"named", {}, {{"mics-8", "mics-{k}"}}}},
+      {ShardingSystem::zero_plus_plus, "zeropp", "ZeRO++", zero_plus_plus,
+       {"named", {}, {{"zeropp-hpz8", "zeropp-hpz{k}"}, {"zeropp-hpz8-qwz-qgz", "zeropp-hpz{k}-qwz-qgz"}}}},
+      {ShardingSystem::amsp, "amsp", "AMSP", amsp, {"amsp", {"amsp-llama7b"}, {}}},
+      {ShardingSystem::megatron, "megatron", "Megatron-LM", megatron, {"megatron", {"megatron-tp4-pp4"}, {}}},
+      {ShardingSystem::zero_pipeline, "zero_pipeline", "ZeroPP (Tang et al. 2024)", zero_pipeline,
+       {"zero-pipeline", {"zero-pipeline-pp4"}, {}}},
   };
 }
 
@@ -89,6 +93,24 @@ std::vector<std::string> all_system_names() {
   std::vector<std::string> names;
   for (const auto& record : sharding_systems()) names.emplace_back(record.name);
   return names;
+}
+
+std::vector<std::string> search_families() {
+  std::vector<std::string> families;
+  for (const auto& record : sharding_systems()) {
+    const std::string family(record.search.family);
+    if (std::find(families.begin(), families.end(), family) == families.end()) families.push_back(family);
+  }
+  return families;
+}
+
+std::string search_preset(std::string_view family) {
+  for (const auto& record : sharding_systems()) {
+    if (record.search.family == family && !record.search.presets.empty()) {
+      return std::string(record.search.presets.front());
+    }
+  }
+  throw std::logic_error("search_preset: no system of family " + std::string(family) + " names a preset");
 }
 
 }  // namespace shardsim::workloads

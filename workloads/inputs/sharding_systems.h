@@ -1,10 +1,11 @@
 // The registry of sharding systems: one record per system, the name plan
-// files give it and what it does beyond its sharding factors
-// (TECHNIQUES.md). Code asks a plan's system what it does
-// (behaviour_of(plan).deepspeed_parameter_fetch), never which system it is,
-// so a system is added here, with its behaviours, and nowhere else but its
-// own files: a compiler of its own when none fits (StepCompiler,
-// compile/step_compiler.cpp), its plan presets (workloads/plans).
+// files give it, what it does beyond its sharding factors (TECHNIQUES.md),
+// and how `shardsim search` tries it. Code asks a plan's system what it
+// does (behaviour_of(plan.system).deepspeed_parameter_fetch), never which
+// system it is, so a system is added here, with its behaviours, and nowhere
+// else but its own files: a compiler of its own when none fits
+// (StepCompiler, compile/step_compiler.cpp), its plan presets
+// (workloads/plans).
 //
 // Behaviours marked "as implemented" are published limitations of a
 // system's implementation; a plan with behaviour "ideal" drops them
@@ -68,11 +69,30 @@ struct SystemBehaviour {
   bool pipelines() const { return compiler != StepCompiler::data_parallel; }
 };
 
+// A preset the search sizes to every sharding group that divides the job:
+// "{k}" in the name pattern stands for the group's GPUs.
+struct GroupPreset {
+  std::string_view preset;
+  std::string_view name_pattern;
+};
+
+// How `shardsim search` tries a system (sim/search/plan_space.h). The family
+// is what --systems names, and each family has its enumeration there:
+// "named" tries each preset as it is and each group preset at every group
+// size; "amsp", "megatron" and "zero-pipeline" vary their one preset (factor
+// triples, pipeline layouts).
+struct SearchEntry {
+  std::string_view family;
+  std::vector<std::string_view> presets;
+  std::vector<GroupPreset> group_presets;
+};
+
 struct ShardingSystemRecord {
   ShardingSystem system;
   std::string_view name;   // a plan file's "system"
   std::string_view title;  // for people: "DeepSpeed ZeRO", "ZeroPP (Tang et al. 2024)"
   SystemBehaviour behaviour;
+  SearchEntry search;
 };
 
 // Every system, in registry order.
@@ -86,5 +106,10 @@ std::string to_string(ShardingSystem system);
 // joined for a message: "zero, fsdp, mics, zeropp, amsp".
 std::string system_names(bool (*filter)(const SystemBehaviour&));
 std::vector<std::string> all_system_names();
+
+// The search families, in registry order of their first system.
+std::vector<std::string> search_families();
+// The preset a family other than "named" varies (its first system's).
+std::string search_preset(std::string_view family);
 
 }  // namespace shardsim::workloads
