@@ -664,7 +664,7 @@ TEST_CASE("the named systems are searched as the registry lists them: presets, Z
                                      "zero1-multi-rank", "zero2-multi-rank"};
   for (int k : {2, 4, 8}) {
     const std::string size = std::to_string(k);
-    for (const std::string name : {"fsdp-hybrid-" + size, "mics-" + size, "zeropp-hpz" + size,
+    for (const std::string& name : {"fsdp-hybrid-" + size, "mics-" + size, "zeropp-hpz" + size,
                                    "zeropp-hpz" + size + "-qwz-qgz"}) {
       expected.insert(name);
     }

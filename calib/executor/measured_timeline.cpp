@@ -8,6 +8,8 @@ namespace shardsim::calib {
 
 workloads::Timeline measured_timeline(const workloads::Program& program,
                                       const std::vector<std::vector<MeasuredOp>>& measured) {
+  // Only world rank 0 holds the measurements; the others have nothing to convert.
+  if (measured.empty()) return {};
   const auto picoseconds = [](double seconds) { return seconds < 0 ? TimePs{-1} : picoseconds_from_seconds(seconds); };
   workloads::Timeline timeline;
   for (const auto& ops : measured) {

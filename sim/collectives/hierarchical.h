@@ -17,6 +17,7 @@ class HierarchicalAlgorithm final : public CollectiveAlgorithm {
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+
  protected:
   std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;
 };

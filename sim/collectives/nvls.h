@@ -38,6 +38,7 @@ class NvlsAlgorithm final : public CollectiveAlgorithm {
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+
  protected:
   std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;
 };
@@ -48,6 +49,7 @@ class NvlsTreeAlgorithm final : public CollectiveAlgorithm {
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+
  protected:
   std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;
 };

@@ -7,11 +7,8 @@
 #include "workloads/kernels/transformer_kernels.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 namespace shardsim::workloads {

@@ -21,15 +21,13 @@ int factor(JsonObjectReader& reader, const std::string& key) {
   return static_cast<int>(value.get<std::int64_t>());
 }
 
-// "zero" and "zeropp": the systems whose behaviour passes `filter`.
-std::string quoted_system_names(bool (*filter)(const SystemBehaviour&)) {
-  std::vector<std::string> names;
-  for (const auto& record : sharding_systems()) {
-    if (filter(record.behaviour)) names.push_back("\"" + std::string(record.name) + "\"");
-  }
+// The names for a message, each between `quote`s, the last two joined by
+// `last`: "zero, fsdp, mics", or "\"zero\" and \"zeropp\"".
+std::string joined(const std::vector<std::string>& names, const std::string& quote = "",
+                   const std::string& last = ", ") {
   std::string text;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    text += (i == 0 ? "" : i + 1 == names.size() ? last : ", ") + quote + names[i] + quote;
   }
   return text;
 }
@@ -208,9 +206,9 @@ void read_quantization(JsonObjectReader& reader, Plan& plan, const SystemBehavio
     if (!reader.has(key)) continue;
     *value = reader.boolean(key);
     if (*value && !(behaviour.quantized_communication && plan.factors.parameters != 1)) {
+      const auto quantizing = [](const SystemBehaviour& b) { return b.quantized_communication; };
       reader.fail(key, "ZeRO++'s quantized communication is modelled for systems " +
-                           quoted_system_names([](const SystemBehaviour& b) { return b.quantized_communication; }) +
-                           " with the parameters sharded (ZeRO-3)");
+                           joined(system_names(quantizing), "\"", " and ") + " with the parameters sharded (ZeRO-3)");
     }
   }
   if (plan.quantized_gradients && plan.factors.parameters != 0) {
@@ -243,7 +241,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   JsonObjectReader reader(document, file);
   Plan plan;
   plan.name = reader.string("name");
-  plan.system = *parse_sharding_system(reader.choice("system", all_system_names()));
+  plan.system = *parse_sharding_system(reader.choice("system", system_names()));
   auto factors = reader.object("factors");
   plan.factors.parameters = factor(factors, "parameters");
   plan.factors.gradients = factor(factors, "gradients");
@@ -360,12 +358,12 @@ void check_parallelism_system(const Plan& plan, const std::string& file) {
   if (plan.model_parallel.ulysses > 1 && has_pipelines(plan)) {
     throw_input_error(file, "model_parallel.ulysses",
                       "DeepSpeed-Ulysses is modelled with the data-parallel systems (" +
-                          system_names(data_parallel_steps) + "), not with pipelines");
+                          joined(system_names(data_parallel_steps)) + "), not with pipelines");
   }
   if (plan.experts.parallel > 1 && behaviour_of(plan.system).compiler == StepCompiler::zero_pipeline) {
     throw_input_error(file, "experts.parallel",
                       "expert parallelism is compiled for the data-parallel systems (" +
-                          system_names(data_parallel_steps) + ") and Megatron-LM, not yet with ZeroPP's pipeline");
+                          joined(system_names(data_parallel_steps)) + ") and Megatron-LM, not yet with ZeroPP's pipeline");
   }
   if (plan.experts.parallel > 1 && plan.model_parallel.ulysses > 1) {
     throw_input_error(file, "experts.parallel", "expert parallelism together with DeepSpeed-Ulysses is not modelled yet");

@@ -80,18 +80,11 @@ std::optional<ShardingSystem> parse_sharding_system(std::string_view name) {
 
 std::string to_string(ShardingSystem system) { return std::string(record_of(system).name); }
 
-std::string system_names(bool (*filter)(const SystemBehaviour&)) {
-  std::string names;
-  for (const auto& record : sharding_systems()) {
-    if (!filter(record.behaviour)) continue;
-    names += (names.empty() ? "" : ", ") + std::string(record.name);
-  }
-  return names;
-}
-
-std::vector<std::string> all_system_names() {
+std::vector<std::string> system_names(bool (*filter)(const SystemBehaviour&)) {
   std::vector<std::string> names;
-  for (const auto& record : sharding_systems()) names.emplace_back(record.name);
+  for (const auto& record : sharding_systems()) {
+    if (filter == nullptr || filter(record.behaviour)) names.emplace_back(record.name);
+  }
   return names;
 }
 

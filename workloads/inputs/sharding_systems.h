@@ -102,10 +102,9 @@ const SystemBehaviour& behaviour_of(ShardingSystem system);
 std::optional<ShardingSystem> parse_sharding_system(std::string_view name);
 std::string to_string(ShardingSystem system);
 
-// Names of the systems whose behaviour passes `filter`, in registry order,
-// joined for a message: "zero, fsdp, mics, zeropp, amsp".
-std::string system_names(bool (*filter)(const SystemBehaviour&));
-std::vector<std::string> all_system_names();
+// Names of the systems whose behaviour passes `filter` (all of them when
+// none is given), in registry order.
+std::vector<std::string> system_names(bool (*filter)(const SystemBehaviour&) = nullptr);
 
 // The search families, in registry order of their first system.
 std::vector<std::string> search_families();
