@@ -145,41 +145,55 @@ Measurements parse_nccl_tests_text(const std::string& text, const std::string& f
   static const std::regex rank_line(R"(^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s*(?:\[[^\]]*\])?\s*(.*)$)");
   static const std::regex start_line(R"(^#\s*Collective test starting:\s*(\S+))");
   static const std::regex version_line(R"(^#\s*nccl-tests version\s+(.*)$)");
-  std::optional<CollectiveOp> op;
-  std::set<std::string> hosts;
-  int ranks = 0;
-  bool per_iteration = false;
-  bool footer = false;
+  // One test's part of the log. nccl-tests' run scripts and cluster
+  // acceptance suites run several binaries into one file: each prints its own
+  // "Collective test starting" line, rank lines, rows and footer, so a start
+  // line or a footer ends the part before it.
+  struct Section {
+    std::optional<CollectiveOp> op;
+    std::set<std::string> hosts;
+    int ranks = 0;
+    bool per_iteration = false;
+    bool footer = false;
+    std::string device;
+    std::vector<Row> rows;
+    int first_line = 0;
+  };
+  std::vector<Section> sections(1);
   std::string software;
-  std::string device;
-  std::vector<Row> rows;
   std::istringstream in(text);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     std::smatch match;
     const std::string where = file + ":" + std::to_string(number);
+    const bool starts_test = std::regex_search(line, match, start_line);
+    if ((starts_test && (sections.back().op || !sections.back().rows.empty())) || sections.back().footer) {
+      sections.emplace_back();
+      sections.back().first_line = number;
+    }
+    Section& section = sections.back();
+    if (starts_test) {
+      section.op = op_from_name(match[1]);
+      if (!section.op) throw InputError(where + ": '" + std::string(match[1]) + "' is not a collective shardsim imports");
+      continue;
+    }
     if (std::regex_search(line, match, rank_line)) {
       // from_chars leaves `rank` as it was when the digits overflow it.
       long long rank = kMaxRanks;
       const char* digits = line.data() + match.position(1);
       std::from_chars(digits, digits + match.length(1), rank);
-      ranks = std::max(ranks, rank_index(rank, where) + 1);
-      hosts.insert(match[2]);
-      if (device.empty()) device = match[3];
-      continue;
-    }
-    if (std::regex_search(line, match, start_line)) {
-      op = op_from_name(match[1]);
-      if (!op) throw InputError(where + ": '" + std::string(match[1]) + "' is not a collective shardsim imports");
+      section.ranks = std::max(section.ranks, rank_index(rank, where) + 1);
+      section.hosts.insert(match[2]);
+      if (section.device.empty()) section.device = match[3];
       continue;
     }
     if (std::regex_search(line, match, version_line)) {
       software = match[1];
       continue;
     }
-    if (line.find("i_min") != std::string::npos) per_iteration = true;
-    if (line.find("Avg bus bandwidth") != std::string::npos) footer = true;
+    if (line.find("i_min") != std::string::npos) section.per_iteration = true;
+    if (line.find("Avg bus bandwidth") != std::string::npos) section.footer = true;
     const auto first = line.find_first_not_of(" \t");
     if (first == std::string::npos || !std::isdigit(static_cast<unsigned char>(line[first]))) continue;
 
@@ -187,7 +201,7 @@ Measurements parse_nccl_tests_text(const std::string& text, const std::string& f
     std::istringstream fields(line);
     std::vector<std::string> tokens;
     for (std::string token; fields >> token;) tokens.push_back(token);
-    const std::size_t side = per_iteration ? 8 : 4;
+    const std::size_t side = section.per_iteration ? 8 : 4;
     if (tokens.size() < 5 + 2 * side) {
       throw InputError(where + ": a result row with " + std::to_string(tokens.size()) + " of " +
                        std::to_string(5 + 2 * side) + " columns (a truncated log?)");
@@ -216,14 +230,26 @@ Measurements parse_nccl_tests_text(const std::string& text, const std::string& f
       } else {
         throw InputError(where + ": #wrong '" + tokens[base + 3] + "' is neither a count nor N/A");
       }
-      rows.push_back(row);
+      section.rows.push_back(row);
     }
   }
-  if (!footer) {
-    throw InputError(file + ": ends before nccl-tests' '# Avg bus bandwidth' line (a truncated log?)");
+  // Text after the last footer (a shell prompt, a blank line) is no test.
+  if (sections.size() > 1 && !sections.back().op && sections.back().rows.empty()) sections.pop_back();
+  Measurements all;
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    const Section& section = sections[i];
+    // The part's own name, in messages about it, when the log has several.
+    const std::string part =
+        sections.size() == 1 ? file
+                             : file + " (test " + std::to_string(i + 1) + " of " + std::to_string(sections.size()) +
+                                   ", from line " + std::to_string(std::max(section.first_line, 1)) + ")";
+    if (!section.footer) {
+      throw InputError(part + ": ends before nccl-tests' '# Avg bus bandwidth' line (a truncated log?)");
+    }
+    all.merge(to_measurements(part, resolve_op(section.op, file, options), section.ranks, section.hosts,
+                              options.algorithm, section.rows, options, section.device, software));
   }
-  return to_measurements(file, resolve_op(op, file, options), ranks, hosts, options.algorithm, rows, options, device,
-                         software);
+  return all;
 }
 
 Measurements parse_nccl_tests_json(const std::string& text, const std::string& file,

@@ -224,6 +224,46 @@ TEST_CASE("nccl-tests -J JSON imports the group, the algorithm and the rows", "[
   CHECK(fit.units_per_second == Approx(20e9).epsilon(0.01));
 }
 
+TEST_CASE("a log of several nccl-tests runs imports each test with its own collective and line", "[calib]") {
+  const calib::Measurements m = calib::import_nccl_tests(sample("suite_16gpu_2node.log"));
+  // The generator's lines (make_samples.py): alpha and bytes per second of each test.
+  struct Expected {
+    CollectiveOp op;
+    std::size_t rows;
+    double alpha_seconds;
+    double bytes_per_second;
+  };
+  const Expected expected[] = {{CollectiveOp::all_reduce, 19, 30e-6, 40e9},
+                               {CollectiveOp::all_gather, 19, 35e-6, 25e9},
+                               {CollectiveOp::reduce_scatter, 15, 45e-6, 30e9}};
+  std::size_t total = 0;
+  for (const Expected& e : expected) {
+    calib::Measurements part;
+    for (const auto& c : m.collectives) {
+      if (c.op != e.op) continue;
+      CHECK(c.ranks == 16);
+      CHECK(c.nodes == 2);
+      part.collectives.push_back(c);
+    }
+    REQUIRE(part.collectives.size() == 2 * e.rows);
+    total += part.collectives.size();
+    const calib::LineFit fit = calib::fit_line(points_of(part, false));
+    CHECK(fit.alpha_seconds == Approx(e.alpha_seconds).epsilon(0.01));
+    CHECK(fit.units_per_second == Approx(e.bytes_per_second).epsilon(0.01));
+  }
+  CHECK(total == m.collectives.size());
+
+  // A cut in the second test names that test; a footer-less first one, the first.
+  const std::string log = read_text(sample("suite_16gpu_2node.log"));
+  const std::string cut = log.substr(0, log.find('\n', log.find("  4194304", log.find("all_gather_perf"))) + 1);
+  REQUIRE_THROWS_WITH(calib::parse_nccl_tests_text(cut, "suite.log"),
+                      Catch::Contains("suite.log (test 2 of 2, from line") && Catch::Contains("truncated"));
+  std::string footerless = log;
+  footerless.erase(footerless.find("# Avg bus bandwidth"), footerless.find('\n', footerless.find("# Avg bus bandwidth")) -
+                                                                footerless.find("# Avg bus bandwidth"));
+  REQUIRE_THROWS_WITH(calib::parse_nccl_tests_text(footerless, "suite.log"), Catch::Contains("test 1 of 3"));
+}
+
 TEST_CASE("bad nccl-tests logs are refused with the reason", "[calib]") {
   SECTION("truncated") {
     REQUIRE_THROWS_WITH(calib::import_nccl_tests(sample("all_reduce_truncated.log")), Catch::Contains("truncated"));

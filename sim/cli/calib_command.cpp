@@ -69,11 +69,21 @@ int run_import(const ImportOptions& options) {
   std::printf("# %-40s %-15s %-8s %6s %6s %6s %7s\n", "log", "collective", "algo", "ranks", "nodes", "rows", "#wrong");
   for (const auto& log : options.logs) {
     const calib::Measurements m = calib::import_nccl_tests(log, parse);
-    std::size_t wrong = 0;
-    for (const auto& c : m.collectives) wrong += c.wrong && *c.wrong != 0;
-    const auto& first = m.collectives.front();
-    std::printf("  %-40s %-15s %-8s %6d %6d %6zu %7zu\n", log.c_str(), std::string(workloads::to_string(first.op)).c_str(),
-                first.algorithm.c_str(), first.ranks, first.nodes, m.collectives.size(), wrong);
+    // One line per test the log holds (a run script's log holds several), in the log's order.
+    std::size_t begin = 0;
+    while (begin < m.collectives.size()) {
+      const auto& first = m.collectives[begin];
+      std::size_t end = begin;
+      std::size_t wrong = 0;
+      for (; end < m.collectives.size(); ++end) {
+        const auto& c = m.collectives[end];
+        if (c.op != first.op || c.algorithm != first.algorithm || c.ranks != first.ranks || c.nodes != first.nodes) break;
+        wrong += c.wrong && *c.wrong != 0;
+      }
+      std::printf("  %-40s %-15s %-8s %6d %6d %6zu %7zu\n", log.c_str(), std::string(workloads::to_string(first.op)).c_str(),
+                  first.algorithm.c_str(), first.ranks, first.nodes, end - begin, wrong);
+      begin = end;
+    }
     all.merge(m);
   }
   write_json_file(options.output, calib::measurements_to_json(all));

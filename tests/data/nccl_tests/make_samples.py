@@ -12,6 +12,11 @@ import + fit gives the line back:
   all_gather, 16 ranks on 2 hosts:   t = 40 us + size / 20 GB/s (JSON, NCCL_ALGO=Ring)
   reduce_scatter, 4 ranks, #wrong 3 at 1 MiB
   truncated: the all_reduce log cut inside a row
+  suite, 16 ranks on 2 hosts, three tests one after another in one file, as
+  a run script writes them:
+                                     all_reduce     t = 30 us + size / 40 GB/s
+                                     all_gather     t = 35 us + size / 25 GB/s
+                                     reduce_scatter t = 45 us + size / 30 GB/s
 """
 import json
 
@@ -105,6 +110,15 @@ with open("all_reduce_truncated.log", "w") as f:
 rs = rows("reduce_scatter", 4, 15.0, 50e3, 1 << 10, 1 << 24, wrong_at=1 << 20)
 with open("reduce_scatter_wrong.log", "w") as f:
     f.write(text_log("reduce_scatter_perf", "reduce_scatter", 4, ["node1"], rs, "sum"))
+
+suite = [text_log("all_reduce_perf", "all_reduce", 16, ["gpu-a", "gpu-b"],
+                  rows("all_reduce", 16, 30.0, 40e3, 1 << 10, 1 << 28), "sum"),
+         text_log("all_gather_perf", "all_gather", 16, ["gpu-a", "gpu-b"],
+                  rows("all_gather", 16, 35.0, 25e3, 1 << 10, 1 << 28), "none"),
+         text_log("reduce_scatter_perf", "reduce_scatter", 16, ["gpu-a", "gpu-b"],
+                  rows("reduce_scatter", 16, 45.0, 30e3, 1 << 12, 1 << 26), "sum")]
+with open("suite_16gpu_2node.log", "w") as f:
+    f.write("\n".join(suite))
 
 ag = rows("all_gather", 16, 40.0, 20e3, 1 << 10, 1 << 28)
 doc = {"version": 2, "start_time": "2026-11-20 10:00:00",
