@@ -256,10 +256,9 @@ Measurements parse_nccl_tests_json(const std::string& text, const std::string& f
                                    const NcclTestsImportOptions& options) {
   json document;
   try {
-    document = json::parse(text);
-  } catch (const json::exception& e) {
-    // A syntax error, or a number beyond a double (1e999).
-    throw InputError(file + ": not valid JSON (a truncated -J file?): " + e.what());
+    document = parse_json_text(text, file);
+  } catch (const InputError& e) {
+    throw InputError(std::string(e.what()) + " (a truncated -J file?)");
   }
   if (!document.is_object()) throw InputError(file + ": the top level must be an object");
   std::optional<CollectiveOp> op;

@@ -135,3 +135,18 @@ TEST_CASE("malformed JSON and missing files are input errors naming the file", "
   std::remove(path.c_str());
   REQUIRE_THROWS_WITH(load_cluster_spec("no-such-cluster"), Catch::Contains("no such cluster file or preset"));
 }
+
+TEST_CASE("JSON nested past any input's depth is refused while parsing, not quoted into a stack overflow",
+          "[cluster_spec]") {
+  // 60,000 levels overflowed the stack in nlohmann's dump() when an error quoted the value.
+  const std::string deep = "{\"name\": " + std::string(60000, '[') + std::string(60000, ']') + "}";
+  REQUIRE_THROWS_WITH(shardsim::parse_json_text(deep, "deep.json"),
+                      Catch::StartsWith("deep.json: malformed JSON: nested more than 256 levels deep"));
+  const auto path = std::filesystem::temp_directory_path() / "shardsim-deep.json";
+  std::ofstream(path) << deep;
+  REQUIRE_THROWS_WITH(shardsim::topology::load_cluster_spec(path.string()), Catch::Contains("nested more than 256"));
+  std::filesystem::remove(path);
+  // 256 levels still parse.
+  const std::string ok = std::string(256, '[') + std::string(256, ']');
+  CHECK(shardsim::parse_json_text(ok, "ok.json").is_array());
+}

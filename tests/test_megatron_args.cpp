@@ -405,3 +405,14 @@ TEST_CASE("a Megatron-Core MoE launch becomes expert parallelism over a stage's 
     REQUIRE_THAT(refusal("--micro-batch-size 1 " + text, "mixtral-8x7b"), Catch::Contains(message));
   }
 }
+
+TEST_CASE("counts beyond an int are refused naming the flag, not divided by", "[megatron-args]") {
+  // 2^31 and 2^32 once narrowed to int became INT_MIN and 0; a parallel size of 0 divided the GPU count.
+  for (const char* size : {"2147483648", "4294967296"}) {
+    INFO(size);
+    REQUIRE_THROWS_WITH(import(std::string("--tensor-model-parallel-size ") + size),
+                        Catch::Contains("--tensor-model-parallel-size") && Catch::Contains("must be at most 2147483647"));
+    REQUIRE_THROWS_WITH(import(std::string("--pipeline-model-parallel-size ") + size),
+                        Catch::Contains("--pipeline-model-parallel-size") && Catch::Contains("must be at most 2147483647"));
+  }
+}

@@ -13,11 +13,21 @@ void throw_input_error(const std::string& file, const std::string& path, const s
   throw InputError(message);
 }
 
-nlohmann::json load_json_file(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw_input_error(file, "", "cannot open file");
+namespace {
+
+template <typename Input>
+nlohmann::json parse_limited(Input&& input, const std::string& file) {
+  const nlohmann::json::parser_callback_t depth_limit = [&file](int depth, nlohmann::json::parse_event_t event,
+                                                                 nlohmann::json&) {
+    if (depth > kMaxJsonDepth && (event == nlohmann::json::parse_event_t::object_start ||
+                                  event == nlohmann::json::parse_event_t::array_start)) {
+      throw_input_error(file, "", "malformed JSON: nested more than " + std::to_string(kMaxJsonDepth) +
+                                      " levels deep (no input of shardsim's nests past a dozen)");
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(std::forward<Input>(input), depth_limit);
   } catch (const nlohmann::json::exception& e) {
     // A syntax error (its message carries the line and column) or a number
     // beyond a double (1e999); the message without nlohmann's exception id.
@@ -26,6 +36,16 @@ nlohmann::json load_json_file(const std::string& file) {
     throw_input_error(file, "", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
   }
 }
+
+}  // namespace
+
+nlohmann::json load_json_file(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw_input_error(file, "", "cannot open file");
+  return parse_limited(in, file);
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& file) { return parse_limited(text, file); }
 
 namespace {
 

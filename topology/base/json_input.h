@@ -30,6 +30,14 @@ class InputError : public std::runtime_error {
 // Reads and parses a JSON file; a missing file or malformed JSON is an InputError.
 nlohmann::json load_json_file(const std::string& file);
 
+// Parses JSON text that came from `file`; malformed JSON is an InputError.
+// Nesting deeper than kMaxJsonDepth is refused while parsing: no input of
+// shardsim's nests past a dozen levels, and nlohmann's dump() recurses per
+// level, so a document 60,000 levels deep would overflow the stack the
+// moment an error message quoted it.
+nlohmann::json parse_json_text(const std::string& text, const std::string& file);
+inline constexpr int kMaxJsonDepth = 256;
+
 class JsonObjectReader {
  public:
   // `path` is the dotted location of this object inside the file ("" for the root).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace shardsim::workloads {
@@ -169,6 +170,9 @@ std::optional<std::int64_t> FlagReader::integer(const std::string& field, std::i
   const auto number = parse_whole(*value, [](const std::string& s, std::size_t* used) { return std::stoll(s, used); });
   if (!number) fail(field, "must be an integer, got \"" + *value + "\"");
   if (*number < minimum) fail(field, "must be at least " + std::to_string(minimum) + ", got " + *value);
+  // Every count Megatron takes (sizes, layers, batches) is held in an int here.
+  constexpr std::int64_t maximum = std::numeric_limits<int>::max();
+  if (*number > maximum) fail(field, "must be at most " + std::to_string(maximum) + ", got " + *value);
   return number;
 }
 

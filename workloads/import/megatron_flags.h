@@ -37,6 +37,7 @@ class FlagReader {
   bool on(const std::string& field) const;
   // A value, refused when it is a shell expression shardsim cannot expand.
   std::optional<std::string> text(const std::string& field) const;
+  // An integer from `minimum` to INT_MAX (what the counts it holds are kept in).
   std::optional<std::int64_t> integer(const std::string& field, std::int64_t minimum = 1) const;
   std::optional<double> positive_number(const std::string& field) const;
   std::optional<double> probability(const std::string& field) const;
