@@ -89,6 +89,23 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
     if (algorithm != Algorithm::tree) reader.fail("bandwidth_correction", "only trees have it");
     params.bandwidth_correction = parse_size_steps(reader, "bandwidth_correction");
   }
+  if (reader.has("chunk_pipeline")) {
+    if (algorithm != Algorithm::nvls && algorithm != Algorithm::nvls_tree) {
+      reader.fail("chunk_pipeline", "only nvls and nvls_tree have it (their chunking is NCCL's, see nccl_chunking.h)");
+    }
+    auto pipeline = reader.object("chunk_pipeline");
+    ChunkPipeline parsed;
+    const double channels = pipeline.number_at_least("channels", 1.0);
+    if (channels != std::floor(channels) || channels > 64) {
+      pipeline.fail("channels", "must be a whole number of channels from 1 to 64 (NCCL's MAXCHANNELS)");
+    }
+    parsed.channels = static_cast<int>(channels);
+    parsed.base_latency_seconds = pipeline.non_negative_number("base_latency_seconds");
+    parsed.fill_chunks = pipeline.non_negative_number("fill_chunks");
+    parsed.chunk_overhead_seconds = pipeline.non_negative_number("chunk_overhead_seconds");
+    pipeline.finish();
+    params.chunk_pipeline = parsed;
+  }
   reader.finish();
   return params;
 }

@@ -50,6 +50,23 @@ struct LatencyPlateau {
   double from_bytes_per_rank_and_channel = 0;
 };
 
+// How NCCL's NVLS kernels move a buffer, as a pipeline of chunks
+// (enqueue.cc calcCollChunking; sim/collectives/nccl_chunking.h): every one
+// of the channels x heads concurrent operations carries its share in chunks
+// whose size NCCL picks by the buffer's size; a chunk passes a few stages
+// (into the switch, the reduction, the multicast back), so a call takes the
+// time of its chunks plus `fill_chunks` more to fill and drain the
+// pipeline, and each chunk costs `chunk_overhead_seconds` of synchronisation
+// on top of its bytes. `base_latency_seconds` is then what is left of the
+// call's latency: NCCL's tuning model lumps the fill into its latency, which
+// the algorithm still uses to choose, as NCCL does.
+struct ChunkPipeline {
+  int channels = 0;  // NCCL's NVLS channels for the GPU (nvls.cc: 16 on SM90)
+  double base_latency_seconds = 0;
+  double fill_chunks = 0;
+  double chunk_overhead_seconds = 0;
+};
+
 struct ProtocolParams {
   double base_latency_seconds = 0;
   std::array<double, topology::kLinkKindCount> hop_latency_seconds{};  // by LinkKind
@@ -75,6 +92,9 @@ struct ProtocolParams {
   // NCCL's treeCorrectionFactor: "trees are not perfectly sticking to the
   // model for medium sizes", so their bandwidth is scaled by size. Empty: 1.
   std::vector<SizeStep> bandwidth_correction;
+  // NVLS and NVLS tree: the chunk pipeline the call's time follows. Unset:
+  // the tuning model's alpha-beta line.
+  std::optional<ChunkPipeline> chunk_pipeline;
 
   double hop_latency(LinkKind kind) const { return hop_latency_seconds[static_cast<std::size_t>(kind)]; }
   // The bandwidth factor of a group of `ranks` GPUs on `nodes` nodes whose

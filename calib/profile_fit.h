@@ -24,6 +24,10 @@
 //                 node sets the NVLink efficiency (over the per-direction
 //                 NVLink bandwidth), and of a group of one rank per node the
 //                 network efficiency (over one NIC).
+//   NVLS          with a cluster, `shardsim calib fit` also fits the NVLS
+//                 chunk pipeline to a one-node all-reduce
+//                 (sim/collectives/nvls_pipeline_fit.h: it needs the
+//                 simulator's NVLS plan, so the CLI does it after this fit).
 // Whatever was not measured comes from the base profile. Without a base the
 // profile still loads: links at efficiency 1 and a minimal collective model
 // (the smallest measured alpha, full bandwidth), each marked "not measured".

@@ -37,7 +37,7 @@ struct PlanRun {
   std::shared_ptr<const TransferPlan> plan;
   double buffer_bytes;
   double wire_scale;  // plan->size_correction.wire_scale(buffer_bytes)
-  double size_bandwidth_factor;  // plan->size_correction.bandwidth_factor(buffer_bytes)
+  double payload_per_wire_byte;  // plan->size_correction.payload_per_wire_byte(buffer_bytes)
   std::function<void()> on_done;
   std::size_t phase = 0;
   std::size_t outstanding = 0;
@@ -63,7 +63,7 @@ struct PlanRun {
               start_phase();
             }
           },
-          transfer.payload_fraction * size_bandwidth_factor);
+          transfer.payload_fraction * payload_per_wire_byte);
     }
   }
 };
@@ -74,13 +74,14 @@ void run_transfer_plan(EventEngine& engine, FlowNetwork& network, std::shared_pt
                        double buffer_bytes, std::function<void()> on_done) {
   if (!(buffer_bytes >= 0)) throw std::invalid_argument("negative buffer size");
   const double wire_scale = plan->size_correction.wire_scale(buffer_bytes);
-  const double size_bandwidth_factor = plan->size_correction.bandwidth_factor(buffer_bytes);
+  const double payload_per_wire_byte = plan->size_correction.payload_per_wire_byte(buffer_bytes);
   auto run = std::make_shared<PlanRun>(PlanRun{network, std::move(plan), buffer_bytes, wire_scale,
-                                               size_bandwidth_factor, std::move(on_done), 0, 0, nullptr});
+                                               payload_per_wire_byte, std::move(on_done), 0, 0, nullptr});
   run->self = run;
   PlanRun* raw = run.get();
-  engine.schedule_after(raw->plan->size_correction.latency(raw->plan->launch_latency, buffer_bytes),
-                        [raw] { raw->start_phase(); });
+  const TimePs start = raw->plan->size_correction.latency(raw->plan->launch_latency, buffer_bytes) +
+                       picoseconds_from_seconds(raw->plan->size_correction.added_seconds(buffer_bytes));
+  engine.schedule_after(start, [raw] { raw->start_phase(); });
 }
 
 CollectiveRun simulate_collective(const topology::Cluster& cluster, const calib::Profile& profile,

@@ -328,7 +328,7 @@ TEST_CASE("bad nccl-tests logs are refused with the reason", "[calib]") {
     REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"rank\": 3,", "\"rank\": -3,"), "j.json"),
                         Catch::StartsWith("j.json: config.devices: rank -3 is not a rank"));
     REQUIRE_THROWS_WITH(calib::parse_nccl_tests_json(with("\"size\": 1024", "\"size\": 1e999"), "j.json"),
-                        Catch::StartsWith("j.json: not valid JSON") && Catch::Contains("number overflow"));
+                        Catch::StartsWith("j.json: malformed JSON") && Catch::Contains("number overflow"));
   }
 }
 
@@ -431,7 +431,7 @@ TEST_CASE("a measured GEMM efficiency changes kernel and step times by what the 
   CHECK(step(w) - step(datasheet) == Approx(difference).epsilon(1e-6));
 }
 
-TEST_CASE("a GEMM of a measured shape takes its measured time; any other shape the curve by FLOPs", "[calib]") {
+TEST_CASE("a GEMM of a measured shape takes its measured time, any other shape the curve by FLOPs", "[calib]") {
   const nlohmann::json base = base_profile("h200");
   const double peak = base["compute"]["dtypes"]["bf16"]["peak_flops_per_second"].get<double>();
   calib::Measurements m = gemms_at(0.5, peak, 256, 16384);

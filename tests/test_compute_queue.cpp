@@ -66,7 +66,7 @@ TEST_CASE("the compute queue runs its ops one at a time, in the order enqueued",
   }
 }
 
-TEST_CASE("a failing op's error reaches the enqueuing thread; the ops behind it are dropped", "[executor][queue]") {
+TEST_CASE("a failing op's error reaches the enqueuing thread, the ops behind it are dropped", "[executor][queue]") {
   std::vector<std::string> ran;
   ComputeQueue queue([&](const workloads::Op& op) {
     if (op.name == "bad") throw std::runtime_error("kernel failed: " + std::string(op.name));

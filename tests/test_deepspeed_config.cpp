@@ -28,7 +28,7 @@ TEST_CASE("ZeRO stages become their sharding factors", "[deepspeed]") {
   }
 }
 
-TEST_CASE("bucket sizes are elements; auto resolves as transformers does", "[deepspeed]") {
+TEST_CASE("bucket sizes are elements, auto resolves as transformers does", "[deepspeed]") {
   // Defaults: 5e8 and 5e7 elements of 2 bytes; persistence 1e5 parameters.
   const auto defaults = import(R"({"zero_optimization": {"stage": 3}})");
   REQUIRE(defaults.plan.buckets.reduce_bytes == 1e9);

@@ -247,7 +247,7 @@ TEST_CASE("the all-gather dispatcher gathers the expert-parallel group's tokens 
   test::require_consistent_step(compile(zero3), test::pipeline_world());
 }
 
-TEST_CASE("under tensor parallelism a MoE layer splits its shared experts; the router and the routed experts stay whole",
+TEST_CASE("under tensor parallelism a MoE layer splits its shared experts, the router and the routed experts stay whole",
           "[moe][megatron][kernels]") {
   ModelSpec model = small_moe_model();
   model.moe.shared_experts = 2;

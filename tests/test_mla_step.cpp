@@ -162,7 +162,7 @@ TEST_CASE("DeepSeek-V3 activates the published 37 B parameters per token", "[mla
   REQUIRE(active + vocab * h == Approx(37e9).epsilon(0.015));
 }
 
-TEST_CASE("under tensor parallelism an MLA layer splits its heads t ways; down-projections and latent norms stay "
+TEST_CASE("under tensor parallelism an MLA layer splits its heads t ways, down-projections and latent norms stay "
           "whole on each GPU's tokens",
           "[mla][megatron][kernels]") {
   const double T = 1024, h = 512, e = 2, q_lora = 96, kv_lora = 64, rope = 16;

@@ -57,7 +57,7 @@ double gemm_flops(const Program& program, int rank) {
 
 }  // namespace
 
-TEST_CASE("tensor parallelism all-reduces each block twice per pass; sequence parallelism moves the same bytes plus "
+TEST_CASE("tensor parallelism all-reduces each block twice per pass, sequence parallelism moves the same bytes plus "
           "the re-gathered GEMM inputs and the norms' gradients",
           "[megatron][traffic]") {
   const int m = 3, L = 4;

@@ -233,7 +233,7 @@ TEST_CASE("MoE steps run every op once, after its dependencies, under every data
   REQUIRE(recomputed_all_to_alls == 2);
 }
 
-TEST_CASE("E+D keeps the all-to-all inside a node and sends expert gradients across; D+E the reverse",
+TEST_CASE("E+D keeps the all-to-all inside a node and sends expert gradients across, D+E the reverse",
           "[moe][placement]") {
   // Two nodes of eight GPUs, experts over 8. E+D: all-to-all groups are the
   // nodes and each expert's two replicas sit on different nodes; D+E: the two

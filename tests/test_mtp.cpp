@@ -55,7 +55,7 @@ double gemm_flops(const std::vector<KernelSpec>& list) {
 
 }  // namespace
 
-TEST_CASE("an MTP depth: projection, three norms and a layer of the last kind; embedding and head shared",
+TEST_CASE("an MTP depth: projection, three norms and a layer of the last kind, embedding and head shared",
           "[mtp][model]") {
   const ModelSpec base = test::small_pipeline_model(4);
   const ModelSpec mtp = with_mtp(base, 2);
@@ -212,7 +212,7 @@ TEST_CASE("a Megatron launch's --mtp-num-layers sets the depths simulated", "[mt
                                "args.sh: model small has 1 MTP layer; Megatron builds 0 (--mtp-num-layers), as simulated"});
 }
 
-TEST_CASE("Megatron pipeline steps with MTP run every op once; the last stage holds the depth and an embedding copy",
+TEST_CASE("Megatron pipeline steps with MTP run every op once, the last stage holds the depth and an embedding copy",
           "[mtp][megatron]") {
   StepConfig config = test::pipeline_step("megatron-dp", 4, 2, 4);
   config.model = with_mtp(config.model, 1);

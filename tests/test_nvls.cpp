@@ -5,9 +5,13 @@
 // measured, and which algorithm NCCL's choice lands on.
 #include "fixtures.h"
 
+#include "sim/collectives/nccl_chunking.h"
+#include "sim/collectives/nvls_pipeline_fit.h"
 #include "sim/collectives/selection.h"
 
 #include <catch2/catch.hpp>
+
+#include <numeric>
 
 using namespace shardsim;
 using namespace shardsim::workloads;
@@ -85,7 +89,7 @@ TEST_CASE("NVLS tree on two nodes: (1 + 1/C) S/B over NVLink, three steps", "[co
   }
 }
 
-TEST_CASE("NVLS link bytes are S (n+1)/n per GPU each way; the protocol's factor slows them, adds none",
+TEST_CASE("NVLS link bytes are S (n+1)/n per GPU each way, the protocol's factor slows them, adds none",
           "[collectives][conservation][nvls]") {
   const double factor = 0.8;
   const World world = uniform_nodes(1, 8, factor);
@@ -153,4 +157,127 @@ TEST_CASE("NCCL's choice: ring LL for small all-reduces, NVLS for large ones whe
   REQUIRE_THROWS_WITH(sim::AlgorithmChooser(a100.context(a100_node), {CollectiveOp::all_reduce, 0}, Algorithm::nvls),
                       Catch::Contains("a100.json: collectives.all_reduce.nvls: missing") &&
                           Catch::Contains("in-switch reduction of third-generation NVSwitch"));
+}
+
+TEST_CASE("NCCL's NVLS chunk sizes, as enqueue.cc's calcCollChunking picks them", "[collectives][nvls]") {
+  constexpr double KiB = 1024;
+  constexpr double MiB = 1024 * KiB;
+  // One node of 8: 16 channels x 8 heads. The thresholds, worked by hand:
+  // 64 x 128 x 128 KiB = 1 GiB, 8 x 128 x 64 KiB = 64 MiB, 2 x 128 x 32 KiB = 8 MiB.
+  const int ops = sim::nvls_concurrent_ops(16, 8);
+  REQUIRE(ops == 128);
+  CHECK(sim::nvls_chunk_bytes(16384 * MiB, ops) == 128 * KiB);
+  CHECK(sim::nvls_chunk_bytes(1024 * MiB, ops) == 128 * KiB);
+  CHECK(sim::nvls_chunk_bytes(1024 * MiB - 1, ops) == 64 * KiB);
+  CHECK(sim::nvls_chunk_bytes(64 * MiB, ops) == 64 * KiB);
+  CHECK(sim::nvls_chunk_bytes(64 * MiB - 1, ops) == 32 * KiB);
+  CHECK(sim::nvls_chunk_bytes(8 * MiB, ops) == 32 * KiB);
+  CHECK(sim::nvls_chunk_bytes(8 * MiB - 1, ops) == 16 * KiB);
+  CHECK(sim::nvls_chunk_bytes(4096, ops) == 16 * KiB);
+  // NVLS tree starts from 128 KiB on 2-3 nodes and 64 KiB from 4:
+  // 4 x 128 x 128 KiB = 64 MiB, 1 x 128 x 64 KiB = 8 MiB.
+  CHECK(sim::nvls_tree_chunk_bytes(1024 * MiB, ops, 2) == 128 * KiB);
+  CHECK(sim::nvls_tree_chunk_bytes(64 * MiB - 1, ops, 2) == 64 * KiB);
+  CHECK(sim::nvls_tree_chunk_bytes(8 * MiB - 1, ops, 2) == 32 * KiB);
+  CHECK(sim::nvls_tree_chunk_bytes(1024 * MiB, ops, 4) == 64 * KiB);
+  CHECK(sim::nvls_tree_chunk_bytes(8 * MiB - 1, ops, 4) == 32 * KiB);
+}
+
+TEST_CASE("an NVLS chunk pipeline: t0 + (k + F) (c ops / B + h), in both modes", "[collectives][closed_form][nvls]") {
+  constexpr double t0 = 5e-6;
+  constexpr double fill = 2.5;
+  constexpr double h = 1e-6;
+  auto doc = test::uniform_profile_json(kAlpha);
+  nlohmann::json nvls = doc["collectives"]["all_reduce"]["ring"];
+  nvls["simple"]["chunk_pipeline"] = {{"channels", 16}, {"base_latency_seconds", t0}, {"fill_chunks", fill},
+                                      {"chunk_overhead_seconds", h}};
+  doc["collectives"]["all_reduce"]["nvls"] = nvls;
+  const World world(test::cluster_spec(test::uniform_nodes_json(1, 8, kB)), calib::parse_profile(doc, "p.json"));
+  const auto all = world.all();
+  // 8 GPUs: 128 operations; the all-reduce moves S at kB x 8/9 (each NVLink carries S 9/8).
+  const double rate = kB * 8.0 / 9.0;
+  struct Case {
+    double bytes, chunk, chunks;
+  };
+  for (const Case& c : {Case{32.0 * (1 << 20), 32 * 1024.0, 8.0}, Case{4.0 * (1 << 20), 16 * 1024.0, 2.0},
+                        Case{1.0 * (1 << 20), 8 * 1024.0, 1.0}, Case{2048.0 * (1 << 20), 128 * 1024.0, 128.0}}) {
+    INFO("S = " << c.bytes);
+    const double expected = t0 + (c.chunks + fill) * (c.chunk * 128 / rate + h);
+    CHECK(world.flow_seconds(all, CollectiveOp::all_reduce, Algorithm::nvls, Protocol::simple, c.bytes) ==
+          Approx(expected).epsilon(1e-3));
+    CHECK(world.analytical_seconds(all, CollectiveOp::all_reduce, Algorithm::nvls, Protocol::simple, c.bytes) ==
+          Approx(expected).epsilon(1e-3));
+  }
+  // NCCL chooses by its tuning model (alpha + (n+1)/n S/B), not by the pipeline.
+  const sim::AlgorithmChooser chooser(world.context(all), {CollectiveOp::all_reduce, 0}, Algorithm::nvls);
+  const auto& choice = chooser.choose(1 << 20);
+  REQUIRE(choice.tuning);
+  CHECK(choice.tuning_seconds(1 << 20) == Approx(kAlpha + 9.0 / 8.0 * (1 << 20) / kB).epsilon(1e-3));
+}
+
+TEST_CASE("the h200 profile's NVLS follows the measured ramp of an 8-GPU node", "[collectives][nvls]") {
+  // Records 199-218 (stas00, 8x H200): busbw 182.03 GB/s at 8 MiB and 369.82 at 64 MiB,
+  // the fit half of calib/profiles/fit_nvls_pipeline.py; within 10 %, where the
+  // tuning model's line alone gave 275 and 441.
+  const World h200("h200-1024");
+  const auto node = h200.group({0, 1, 2, 3, 4, 5, 6, 7});
+  for (auto [bytes, busbw] : {std::pair{8.0 * (1 << 20), 182.03e9}, std::pair{64.0 * (1 << 20), 369.82e9}}) {
+    const double seconds =
+        h200.flow_seconds(node, CollectiveOp::all_reduce, Algorithm::nvls, Protocol::simple, bytes);
+    CHECK(bytes * 2 * 7 / 8 / seconds == Approx(busbw).epsilon(0.10));
+  }
+}
+
+TEST_CASE("calib fit's NVLS pipeline: a curve made by known numbers gives them back, and carries to 4 GPUs",
+          "[collectives][nvls][calib]") {
+  // A profile with a chunk pipeline of known numbers times an 8-GPU curve;
+  // a profile whose pipeline starts elsewhere is fitted to it.
+  const auto with_pipeline = [](double base, double fill, double overhead) {
+    auto doc = test::uniform_profile_json(kAlpha);
+    nlohmann::json nvls = doc["collectives"]["all_reduce"]["ring"];
+    nvls["simple"]["chunk_pipeline"] = {{"channels", 16}, {"base_latency_seconds", base}, {"fill_chunks", fill},
+                                        {"chunk_overhead_seconds", overhead}};
+    doc["collectives"]["all_reduce"]["nvls"] = nvls;
+    return calib::parse_profile(doc, "p.json");
+  };
+  const auto spec = test::cluster_spec(test::uniform_nodes_json(1, 8, kB));
+  const World truth(spec, with_pipeline(6e-6, 3.0, 1.5e-6));
+  const auto curve = [&](int ranks) {
+    std::vector<topology::GpuId> gpus(static_cast<std::size_t>(ranks));
+    std::iota(gpus.begin(), gpus.end(), 0);
+    calib::MeasuredCollective measured{CollectiveOp::all_reduce, "auto", ranks, 1, {}};
+    for (double s = 1 << 20; s <= 4.0 * (1 << 30); s *= 2) {
+      measured.curve.points.push_back(
+          {s, truth.analytical_seconds(truth.group(gpus), CollectiveOp::all_reduce, Algorithm::nvls, Protocol::simple, s)});
+    }
+    return measured;
+  };
+  calib::MeasuredCurves curves;
+  curves.collectives.push_back(curve(8));
+  const World start(spec, with_pipeline(20e-6, 0.0, 0.0));
+  const auto fit = sim::fit_nvls_pipeline(start.cluster(), start.profile(), curves);
+  REQUIRE(fit);
+  CHECK(fit->ranks == 8);
+  CHECK(fit->points == 13);
+  CHECK(fit->pipeline.channels == 16);
+  CHECK(fit->pipeline.base_latency_seconds == Approx(6e-6).margin(0.1e-6));
+  CHECK(fit->pipeline.fill_chunks == Approx(3.0).margin(0.02));
+  CHECK(fit->pipeline.chunk_overhead_seconds == Approx(1.5e-6).margin(0.02e-6));
+  CHECK(fit->geomean_ratio == Approx(1.0).margin(1e-3));
+
+  // The fitted numbers, with NCCL's chunk rules for 4 x 16 operations, price a 4-GPU group.
+  const World fitted(spec, with_pipeline(fit->pipeline.base_latency_seconds, fit->pipeline.fill_chunks,
+                                         fit->pipeline.chunk_overhead_seconds));
+  const auto four = fitted.group({0, 1, 2, 3});
+  for (const auto& point : curve(4).curve.points) {
+    INFO("S = " << point.x);
+    CHECK(fitted.analytical_seconds(four, CollectiveOp::all_reduce, Algorithm::nvls, Protocol::simple, point.x) ==
+          Approx(point.seconds).epsilon(0.01));
+  }
+
+  // Nothing to fit: no one-node all-reduce with four sizes from 1 MiB, or no pipeline in the profile.
+  calib::MeasuredCurves small;
+  small.collectives.push_back({CollectiveOp::all_reduce, "auto", 8, 1, {{}, {{4096, 1e-5}, {8192, 1.1e-5}}}});
+  CHECK_FALSE(sim::fit_nvls_pipeline(start.cluster(), start.profile(), small));
+  CHECK_FALSE(sim::fit_nvls_pipeline(start.cluster(), uniform_with_nvls(1.0), curves));
 }

@@ -154,7 +154,7 @@ TEST_CASE("a layout places the MTP layers (m) on the last virtual stage, as many
           "(mtp_layers)");
 }
 
-TEST_CASE("an empty virtual stage passes each micro-batch on; the step runs every op once",
+TEST_CASE("an empty virtual stage passes each micro-batch on, the step runs every op once",
           "[pipeline-layout][megatron]") {
   // 4 layers on 2 stages of 2 chunks, virtual stages E t | t t | (empty) | t L:
   // stage 0's second chunk holds nothing.

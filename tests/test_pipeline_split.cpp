@@ -214,7 +214,7 @@ TEST_CASE("the step puts each layer on its virtual stage and runs every op once"
   test::require_consistent_step(hollow, test::pipeline_world());
 }
 
-TEST_CASE("plans carry the split options; ZeroPP's pipeline takes them too", "[pipeline-split][input]") {
+TEST_CASE("plans carry the split options, ZeroPP's pipeline takes them too", "[pipeline-split][input]") {
   nlohmann::json document = nlohmann::json::parse(std::ifstream(data_directory() + "/workloads/plans/megatron-tp4-pp4.json"));
   document["model_parallel"]["first_stage_layers"] = 6;
   document["model_parallel"]["last_stage_layers"] = 0;

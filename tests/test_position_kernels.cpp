@@ -41,7 +41,7 @@ RotaryPasses rotary_passes(PositionKind positions) {
 
 }  // namespace
 
-TEST_CASE("rotary positions cost a pass over Q and K per layer; learned positions none", "[kernels][positions]") {
+TEST_CASE("rotary positions cost a pass over Q and K per layer, learned positions none", "[kernels][positions]") {
   const RotaryPasses rotary = rotary_passes(PositionKind::rotary);
   CHECK(rotary.forward == 3);
   CHECK(rotary.backward == 3);

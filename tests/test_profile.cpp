@@ -185,4 +185,21 @@ TEST_CASE("profile values out of range or in the wrong place are refused", "[pro
   auto negative = uniform_profile_json(1e-6);
   negative["collectives"]["broadcast"]["ring"]["simple"]["base_latency_seconds"] = -1;
   REQUIRE_THAT(error_for(negative), Catch::Contains("collectives.broadcast.ring.simple.base_latency_seconds: must be a number >= 0"));
+
+  // A chunk pipeline is NVLS's (NCCL's chunking of the others is not modelled), in whole channels.
+  const nlohmann::json pipeline = {{"channels", 16}, {"base_latency_seconds", 8e-6}, {"fill_chunks", 2.5},
+                                   {"chunk_overhead_seconds", 1e-6}};
+  auto on_ring = uniform_profile_json(1e-6);
+  on_ring["collectives"]["all_reduce"]["ring"]["simple"]["chunk_pipeline"] = pipeline;
+  REQUIRE_THAT(error_for(on_ring),
+               Catch::Contains("collectives.all_reduce.ring.simple.chunk_pipeline") &&
+                   Catch::Contains("only nvls and nvls_tree have it"));
+  auto fractional = uniform_profile_json(1e-6);
+  fractional["collectives"]["all_reduce"]["nvls"] = fractional["collectives"]["all_reduce"]["ring"];
+  fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"] = pipeline;
+  fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"]["channels"] = 2.5;
+  REQUIRE_THAT(error_for(fractional), Catch::Contains("nvls.simple.chunk_pipeline.channels: must be a whole number"));
+  fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"]["channels"] = 16;
+  fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"].erase("fill_chunks");
+  REQUIRE_THAT(error_for(fractional), Catch::Contains("nvls.simple.chunk_pipeline.fill_chunks"));
 }

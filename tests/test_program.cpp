@@ -65,7 +65,7 @@ TEST_CASE("a rank program keeps its ops' names and dependencies, not the strings
   }
 }
 
-TEST_CASE("copies of a rank program share its storage; moving one keeps it", "[program]") {
+TEST_CASE("copies of a rank program share its storage, moving one keeps it", "[program]") {
   RankProgram copy;
   {
     const RankProgram original = chain(50);

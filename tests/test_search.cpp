@@ -274,7 +274,7 @@ TEST_CASE("the plan space follows the dependency rule and the mesh filter", "[se
   }
 }
 
-TEST_CASE("a MoE model's data-parallel plans are tried under each expert parallelism, in both layouts; "
+TEST_CASE("a MoE model's data-parallel plans are tried under each expert parallelism, in both layouts, "
           "Megatron-LM's in its own", "[search]") {
   TinySearch tiny;
   tiny.request.space.families = {"named", "megatron", "zero-pipeline"};

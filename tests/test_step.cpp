@@ -791,7 +791,7 @@ TEST_CASE("compute stays slowed across a collective that lands as the next one s
   }
 }
 
-TEST_CASE("the same inputs give the same timeline; flow and analytical agree without contention", "[step][determinism]") {
+TEST_CASE("the same inputs give the same timeline, flow and analytical agree without contention", "[step][determinism]") {
   const Program program = compile(step_config("zero3", 16, 2));
   const workloads::Timeline a = simulate(program), b = simulate(program);
   REQUIRE(a.step_time == b.step_time);

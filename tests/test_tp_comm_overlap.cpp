@@ -143,7 +143,7 @@ TEST_CASE("each GEMM slice starts as soon as its slice of the input has arrived 
   }
 }
 
-TEST_CASE("TP comm overlap hides most of the forward's tensor-parallel communication; steps stay consistent",
+TEST_CASE("TP comm overlap hides most of the forward's tensor-parallel communication, steps stay consistent",
           "[megatron][tp-overlap]") {
   // LLaMA-7B's layer widths, so the GEMM slices outlast the ring steps.
   const auto wide = [](bool overlap) {

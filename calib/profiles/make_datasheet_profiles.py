@@ -112,17 +112,41 @@ NVLS_HOP_US = {"nvls": {"nvlink": 23.0, "pcie": 0.0, "network": 18.0},
                "nvls_tree": {"nvlink": 23.0, "pcie": 0.0, "network": 14.0}}
 
 
+# NVLS inside one node as NCCL runs it: NCCL's chunk sizes and 16 channels on
+# SM90 (transport/nvls.cc NVLS_NCHANNELS_SM90), with a pipeline fill, a
+# per-chunk overhead and a base latency fitted by `shardsim calib fit` to one
+# public series (records 199-218) and checked on two others, as
+# fit_nvls_pipeline.py runs it; its output:
+#   fit on stas00-h200-8gpu: base_latency_seconds 8.80 us, fill_chunks 2.62, chunk_overhead_seconds 1.040 us
+#   stas00-h200-8gpu 15 sizes 1 MiB - 16 GiB: geomean 0.992, worst 1.084
+#   azure-h200-8gpu  14 sizes 1 MiB - 8 GiB:  geomean 1.019, worst 1.315 (1 MiB: the VM's latency floor)
+#   azure-h100-8gpu  14 sizes 1 MiB - 8 GiB:  geomean 1.054, worst 1.590 (1 MiB: the same)
+# NVLS tree keeps the tuning model's line: its only public series (AWS p5,
+# EFA) has no second machine to check a fit on.
+NVLS_CHUNK_PIPELINE = {"channels": 16, "base_latency_seconds": 8.80e-6, "fill_chunks": 2.62,
+                       "chunk_overhead_seconds": 1.04e-6}
+NVLS_CHUNK_PIPELINE_SOURCE = (
+    "; chunk_pipeline: NCCL's NVLS chunking (enqueue.cc calcCollChunking, transport/nvls.cc NVLS_NCHANNELS_SM90 16 "
+    "and NCCL_NVLS_CHUNKSIZE 128 KiB, at NVIDIA/nccl 5067397c), its fill, per-chunk overhead and base latency fitted "
+    "by shardsim calib fit (calib/profiles/fit_nvls_pipeline.py) on records 199-218 (stas00, 8x H200, NCCL 2.30.7; in-sample geomean "
+    "0.992) and checked on records 176-198 (Azure ND H200 v5: 1.019) and Azure ND H100 v5 (1.054); the choice "
+    "between algorithms still uses the tuning model's latencies above, as NCCL's does")
+
+
 def nvls_algorithms(nvls_busbw, ring_busbw, gpus, source):
     factor = nvls_busbw / (2.0 * (gpus - 1) / (gpus + 1) * ring_busbw)
     entries = {}
     for algorithm, hops in NVLS_HOP_US.items():
         entries[algorithm] = {
             "source": (NCCL_TUNING + f" ({algorithm} row, Simple only); bandwidth_factor {factor:.4f} = " + source +
-                       f" / (2 x {gpus - 1}/{gpus + 1} x ring {ring_busbw} GB/s)"),
+                       f" / (2 x {gpus - 1}/{gpus + 1} x ring {ring_busbw} GB/s)" +
+                       (NVLS_CHUNK_PIPELINE_SOURCE if algorithm == "nvls" else "")),
             "simple": {"base_latency_seconds": 0.0,
                        "hop_latency_seconds": {k: round(v * 1e-6, 12) for k, v in hops.items()},
                        "bandwidth_factor": round(factor, 6)},
         }
+        if algorithm == "nvls":
+            entries[algorithm]["simple"]["chunk_pipeline"] = dict(NVLS_CHUNK_PIPELINE)
     return entries
 
 

@@ -8,10 +8,12 @@
 #include "calib/nccl_tests_log.h"
 #include "calib/profile.h"
 #include "calib/profile_fit.h"
+#include "sim/collectives/nvls_pipeline_fit.h"
 #include "sim/report/curve_plot.h"
 #include "topology/base/atomic_output.h"
 #include "topology/base/json_input.h"
 #include "topology/base/presets.h"
+#include "topology/cluster.h"
 #include "topology/cluster_spec.h"
 
 #include <CLI/CLI.hpp>
@@ -110,7 +112,22 @@ int run_fit(const FitCommandOptions& options) {
     fit.cluster = cluster.get();
   }
   fit.name = options.name;
-  const calib::FitResult result = calib::fit_profile(all, fit, names);
+  calib::FitResult result = calib::fit_profile(all, fit, names);
+  std::optional<sim::NvlsPipelineFit> nvls;
+  if (cluster) {
+    // The chunk pipeline needs the simulator's NVLS plan, so it is fitted here, above calib.
+    const calib::Profile fitted = calib::parse_profile(result.profile, options.output);
+    nvls = sim::fit_nvls_pipeline(topology::Cluster(*cluster), fitted, fitted.measured);
+    if (nvls) {
+      json& entry = result.profile["collectives"]["all_reduce"]["nvls"];
+      entry["simple"]["chunk_pipeline"] = {{"channels", nvls->pipeline.channels},
+                                           {"base_latency_seconds", nvls->pipeline.base_latency_seconds},
+                                           {"fill_chunks", nvls->pipeline.fill_chunks},
+                                           {"chunk_overhead_seconds", nvls->pipeline.chunk_overhead_seconds}};
+      entry["source"] = entry.value("source", std::string()) + "; chunk_pipeline fitted by shardsim calib fit on " +
+                        fitted.measured.machine + ": " + nvls->what;
+    }
+  }
 
   std::printf("# shardsim calib fit: %s -> %s\n", names.c_str(), options.output.c_str());
   std::printf("# t = alpha + x / rate, relative least squares\n");
@@ -119,6 +136,12 @@ int run_fit(const FitCommandOptions& options) {
     std::printf("%-44s %6zu %12.3f %10.4g %-3s %8.5f %9.2f%%\n", line.what.c_str(), line.points,
                 line.fit.alpha_seconds * 1e6, line.fit.units_per_second, line.unit.c_str(), line.fit.r_squared,
                 100 * line.fit.worst_relative_error);
+  }
+  if (nvls) {
+    std::printf("# NVLS chunk pipeline (%s): base %.2f us, %.2f fill chunks, %.3f us a chunk; simulated/measured busbw "
+                "geomean %.3f, worst %.3f\n",
+                nvls->what.c_str(), nvls->pipeline.base_latency_seconds * 1e6, nvls->pipeline.fill_chunks,
+                nvls->pipeline.chunk_overhead_seconds * 1e6, nvls->geomean_ratio, nvls->worst_ratio);
   }
   for (const auto& note : result.notes) std::printf("# note: %s\n", note.c_str());
   write_json_file(options.output, result.profile);
@@ -177,6 +200,10 @@ int run_report(const ReportOptions& options) {
             p.bandwidth_correction.begin(), p.bandwidth_correction.end(),
             [](const calib::SizeStep& a, const calib::SizeStep& b) { return a.factor < b.factor; });
         std::printf(", bandwidth x%.2f-%.2f by size", low->factor, high->factor);
+      }
+      if (p.chunk_pipeline) {
+        std::printf(", chunk pipeline: %.2f us + %.2f fill chunks, %.2f us a chunk", p.chunk_pipeline->base_latency_seconds * 1e6,
+                    p.chunk_pipeline->fill_chunks, p.chunk_pipeline->chunk_overhead_seconds * 1e6);
       }
     }
     std::printf("\n");

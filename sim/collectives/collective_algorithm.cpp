@@ -30,7 +30,7 @@ double CollectiveCost::seconds(double bytes) const {
     }
     total += longest;
   }
-  return total;
+  return total + size_correction.added_seconds(bytes);
 }
 
 const CollectiveAlgorithm& collective_algorithm(Algorithm kind) {

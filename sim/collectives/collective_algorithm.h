@@ -15,6 +15,7 @@
 #include "sim/collectives/transfer_plan.h"
 #include "topology/routing.h"
 
+#include <optional>
 #include <string>
 
 namespace shardsim::sim {
@@ -74,6 +75,14 @@ class CollectiveAlgorithm {
   virtual TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const = 0;
   virtual CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                               Protocol protocol) const = 0;
+  // What NCCL's tuning model predicts, which is what NCCL chooses by
+  // (enqueue.cc topoGetAlgoInfo takes the fastest entry of its cost table).
+  // Empty when that is cost(): only where the profile models more of the
+  // mechanism than the tuning model does (an NVLS chunk pipeline) do the two differ.
+  virtual std::optional<CollectiveCost> tuning_cost(const CollectiveContext& /*context*/,
+                                                    const CollectiveCall& /*call*/, Protocol /*protocol*/) const {
+    return std::nullopt;
+  }
 
  protected:
   // Empty when the algorithm can run `op`, one it runs, on `group`.

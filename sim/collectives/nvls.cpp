@@ -1,6 +1,7 @@
 #include "sim/collectives/nvls.h"
 
 #include "sim/collectives/cost_model.h"
+#include "sim/collectives/nccl_chunking.h"
 #include "sim/collectives/tree.h"
 
 #include <algorithm>
@@ -65,13 +66,25 @@ std::vector<NvlsTransfer> transfers_of(Algorithm algorithm, const GroupLayout& g
   return algorithm == Algorithm::nvls ? single_node_transfers(group) : tree_transfers(group);
 }
 
+// Which latencies a call's time is made of: NCCL's tuning model's (a switch
+// step, and the tree's network steps), or, where the profile has a chunk
+// pipeline, the pipeline's base latency and fill in place of the switch step.
+enum class Timing { tuning_model, chunk_pipeline };
+
+Timing timing_of(const calib::ProtocolParams& params, bool tuning) {
+  return params.chunk_pipeline && !tuning ? Timing::chunk_pipeline : Timing::tuning_model;
+}
+
 // The switch step (load-reduce and multicast count as one, as in NCCL's
-// model) plus, across nodes, up and down the tree at the mean latency of its
-// hops. `network_latencies` follows transfer.network_hops.
-TimePs transfer_latency(const CollectiveContext& context, const calib::ProtocolParams& params,
+// model; none under a chunk pipeline, whose fill is that step) plus, across
+// nodes, up and down the tree at the mean latency of its hops.
+// `network_latencies` follows transfer.network_hops.
+TimePs transfer_latency(const CollectiveContext& context, const calib::ProtocolParams& params, Timing timing,
                         const NvlsTransfer& transfer, const std::vector<TimePs>& network_latencies) {
   const auto& first_node = context.group.gpus_by_node.front();
-  const TimePs switch_step = step_latency(context.cluster, params, {first_node[0], first_node[1]});
+  const TimePs switch_step = timing == Timing::chunk_pipeline
+                                 ? 0
+                                 : step_latency(context.cluster, params, {first_node[0], first_node[1]});
   if (network_latencies.empty()) return switch_step;
   double network = 0;
   for (TimePs t : network_latencies) network += static_cast<double>(t);
@@ -79,34 +92,58 @@ TimePs transfer_latency(const CollectiveContext& context, const calib::ProtocolP
   return switch_step + static_cast<TimePs>(2.0 * transfer.depth * network);
 }
 
+double launch_seconds(const calib::ProtocolParams& params, Timing timing) {
+  return timing == Timing::chunk_pipeline ? params.chunk_pipeline->base_latency_seconds : params.base_latency_seconds;
+}
+
+// The chunk pipeline of a call on the context's group; none under the tuning model.
+SizeCorrection pipeline_correction(Algorithm algorithm, const CollectiveContext& context,
+                                   const calib::ProtocolParams& params, Timing timing) {
+  SizeCorrection correction;
+  if (timing != Timing::chunk_pipeline) return correction;
+  const calib::ChunkPipeline& pipeline = *params.chunk_pipeline;
+  // Heads: every GPU inside one node; one per channel (its NIC) on each node across nodes.
+  const int heads = algorithm == Algorithm::nvls ? context.group.size()
+                                                 : static_cast<int>(context.group.channels.size());
+  correction.pipeline.concurrent_ops = nvls_concurrent_ops(pipeline.channels, heads);
+  correction.pipeline.nodes = context.group.node_count();
+  correction.pipeline.fill_chunks = pipeline.fill_chunks;
+  correction.pipeline.chunk_overhead_seconds = pipeline.chunk_overhead_seconds;
+  return correction;
+}
+
 TransferPlan nvls_plan(Algorithm algorithm, const CollectiveContext& context, const CollectiveCall& call,
                        Protocol protocol) {
   const auto& params = protocol_params(context.profile, call.op, algorithm, protocol);
-  TransferPlan plan{call.op, algorithm, protocol, picoseconds_from_seconds(params.base_latency_seconds), {}, {}};
+  const Timing timing = timing_of(params, false);
+  TransferPlan plan{call.op, algorithm, protocol, picoseconds_from_seconds(launch_seconds(params, timing)), {}, {}};
   if (context.group.size() < 2) return plan;
+  plan.size_correction = pipeline_correction(algorithm, context, params, timing);
   Phase phase;
   TransferBuilder builder(context.router, params);
   for (const NvlsTransfer& transfer : transfers_of(algorithm, context.group)) {
     for (const SwitchTraffic& t : transfer.switch_traffic) builder.add_switch_traffic(t.gpu, t.to_switch, t.from_switch);
     std::vector<TimePs> latencies;
     for (const Hop& hop : transfer.network_hops) latencies.push_back(builder.add_hop(hop));
-    phase.transfers.push_back(builder.take(transfer.share, transfer_latency(context, params, transfer, latencies)));
+    phase.transfers.push_back(
+        builder.take(transfer.share, transfer_latency(context, params, timing, transfer, latencies)));
   }
   plan.phases.push_back(std::move(phase));
   return plan;
 }
 
 CollectiveCost nvls_cost(Algorithm algorithm, const CollectiveContext& context, const CollectiveCall& call,
-                         Protocol protocol) {
+                         Protocol protocol, bool tuning) {
   const auto& params = protocol_params(context.profile, call.op, algorithm, protocol);
-  if (context.group.size() < 2) return {{{AlphaBeta{params.base_latency_seconds, 0}}}, {}};
+  const Timing timing = timing_of(params, tuning);
+  if (context.group.size() < 2) return {{{AlphaBeta{launch_seconds(params, timing), 0}}}, {}};
   const auto transfers = transfers_of(algorithm, context.group);
   // Lockstep, as for trees: the last transfer to start sets the pace.
   TimePs start = 0;
   for (const NvlsTransfer& transfer : transfers) {
     std::vector<TimePs> latencies;
     for (const Hop& hop : transfer.network_hops) latencies.push_back(step_latency(context.cluster, params, hop));
-    start = std::max(start, transfer_latency(context, params, transfer, latencies));
+    start = std::max(start, transfer_latency(context, params, timing, transfer, latencies));
   }
   LinkLoadCounter load(context.cluster);
   for (const NvlsTransfer& transfer : transfers) {
@@ -116,8 +153,14 @@ CollectiveCost nvls_cost(Algorithm algorithm, const CollectiveContext& context, 
     for (const Hop& hop : transfer.network_hops) load.add(hop, transfer.share, start);
   }
   return {{with_launch(load.cost_lines(effective_speeds(context.cluster, context.profile, params.bandwidth_factor)),
-                       params.base_latency_seconds)},
-          {}};
+                       launch_seconds(params, timing))},
+          pipeline_correction(algorithm, context, params, timing)};
+}
+
+std::optional<CollectiveCost> nvls_tuning_cost(Algorithm algorithm, const CollectiveContext& context,
+                                               const CollectiveCall& call, Protocol protocol) {
+  if (!protocol_params(context.profile, call.op, algorithm, protocol).chunk_pipeline) return std::nullopt;
+  return nvls_cost(algorithm, context, call, protocol, true);
 }
 
 }  // namespace
@@ -134,7 +177,12 @@ TransferPlan NvlsAlgorithm::plan(const CollectiveContext& context, const Collect
 
 CollectiveCost NvlsAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
                                    Protocol protocol) const {
-  return nvls_cost(Algorithm::nvls, context, call, protocol);
+  return nvls_cost(Algorithm::nvls, context, call, protocol, false);
+}
+
+std::optional<CollectiveCost> NvlsAlgorithm::tuning_cost(const CollectiveContext& context, const CollectiveCall& call,
+                                                         Protocol protocol) const {
+  return nvls_tuning_cost(Algorithm::nvls, context, call, protocol);
 }
 
 std::string NvlsTreeAlgorithm::group_refusal(CollectiveOp, const GroupLayout& group) const {
@@ -152,7 +200,12 @@ TransferPlan NvlsTreeAlgorithm::plan(const CollectiveContext& context, const Col
 
 CollectiveCost NvlsTreeAlgorithm::cost(const CollectiveContext& context, const CollectiveCall& call,
                                        Protocol protocol) const {
-  return nvls_cost(Algorithm::nvls_tree, context, call, protocol);
+  return nvls_cost(Algorithm::nvls_tree, context, call, protocol, false);
+}
+
+std::optional<CollectiveCost> NvlsTreeAlgorithm::tuning_cost(const CollectiveContext& context,
+                                                             const CollectiveCall& call, Protocol protocol) const {
+  return nvls_tuning_cost(Algorithm::nvls_tree, context, call, protocol);
 }
 
 }  // namespace shardsim::sim

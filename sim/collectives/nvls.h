@@ -25,7 +25,12 @@
 // S (n-1)/n: NVLS saves SMs there, not time, and SM use is not modelled.
 //
 // Latency as in NCCL's tuning model: one NVLink step for NVLS; for NVLS tree
-// the NVLink step plus up and down the tree's depth in network steps.
+// the NVLink step plus up and down the tree's depth in network steps. That
+// is what the choice between algorithms uses, as NCCL's does. Where the
+// profile gives a chunk pipeline (calib::ChunkPipeline), the call's time
+// follows it instead: NCCL's chunk sizes (nccl_chunking.h), a fill of a few
+// chunks in place of the switch step, and an overhead per chunk; what
+// makes a mid-size NVLS call reach well under the link rate.
 #pragma once
 
 #include "sim/collectives/collective_algorithm.h"
@@ -38,6 +43,8 @@ class NvlsAlgorithm final : public CollectiveAlgorithm {
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+  std::optional<CollectiveCost> tuning_cost(const CollectiveContext& context, const CollectiveCall& call,
+                                            Protocol protocol) const override;
 
  protected:
   std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;
@@ -49,6 +56,8 @@ class NvlsTreeAlgorithm final : public CollectiveAlgorithm {
   TransferPlan plan(const CollectiveContext& context, const CollectiveCall& call, Protocol protocol) const override;
   CollectiveCost cost(const CollectiveContext& context, const CollectiveCall& call,
                       Protocol protocol) const override;
+  std::optional<CollectiveCost> tuning_cost(const CollectiveContext& context, const CollectiveCall& call,
+                                            Protocol protocol) const override;
 
  protected:
   std::string group_refusal(CollectiveOp op, const GroupLayout& group) const override;

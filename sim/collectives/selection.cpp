@@ -50,7 +50,9 @@ AlgorithmChooser::AlgorithmChooser(const CollectiveContext& context, const Colle
                                     "in H100/H200 nodes; profiles of GPUs without it leave NVLS out)"
                                   : ""));
     }
-    for (Protocol p : protocols) candidates_.push_back({a, p, implementation.cost(context, call, p)});
+    for (Protocol p : protocols) {
+      candidates_.push_back({a, p, implementation.cost(context, call, p), implementation.tuning_cost(context, call, p)});
+    }
   }
   if (candidates_.empty()) {
     throw_input_error(context.profile.file, "collectives." + std::string(workloads::to_string(call.op)),
@@ -63,7 +65,7 @@ AlgorithmChooser::AlgorithmChooser(const CollectiveContext& context, const Colle
 const AlgorithmCandidate& AlgorithmChooser::choose(double bytes) const {
   const AlgorithmCandidate* best = &candidates_.front();
   for (const auto& candidate : candidates_) {
-    if (candidate.cost.seconds(bytes) < best->cost.seconds(bytes)) best = &candidate;
+    if (candidate.tuning_seconds(bytes) < best->tuning_seconds(bytes)) best = &candidate;
   }
   return *best;
 }
