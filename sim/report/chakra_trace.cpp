@@ -217,7 +217,12 @@ void ChakraTraceWriter::write_rank(std::ostream& out, int rank) const {
       } else {
         emit(op.name, ChakraNodeType::comm_coll);
         node.int64_attribute("comm_type", static_cast<std::int64_t>(chakra_collective(op.collective)));
-        node.int64_attribute("comm_size", whole(op.bytes));
+        // ASTRA-sim reads an all-gather's comm_size as each rank's input, the
+        // output being comm_size times the group (astra-sim 518bd51,
+        // system/astraccl/native_collectives/collective_algorithm/Ring.cc:75-77);
+        // every other collective's as the whole buffer, which the Program holds.
+        const double comm_size = op.collective == CollectiveOp::all_gather ? op.bytes / n : op.bytes;
+        node.int64_attribute("comm_size", whole(comm_size));
         node.string_attribute("pg_name", std::to_string(group_id(static_cast<int>(c), group_index)));
         node.write(out);
       }

@@ -11,8 +11,10 @@
 //                  microseconds as the schema stores them), num_ops (FLOPs)
 //                  and tensor_size (HBM bytes) for a roofline replay;
 //   collective     COMM_COLL_NODE: comm_type, comm_size (the buffer in
-//                  nccl-tests' convention, as the Program holds it) and
-//                  pg_name, the id of its group in the comm-group file;
+//                  nccl-tests' convention, as the Program holds it, but for
+//                  an all-gather each rank's input, 1/n of it, which is what
+//                  ASTRA-sim reads there) and pg_name, the id of its group in
+//                  the comm-group file;
 //   send           on the group's root one COMM_SEND_NODE to each other
 //                  member, on the others a COMM_RECV_NODE from the root;
 //   send_recv      a COMM_SEND_NODE to the next member and a COMM_RECV_NODE
