@@ -46,10 +46,10 @@ std::vector<SizeStep> parse_size_steps(JsonObjectReader& reader, const std::stri
 
 ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, Algorithm algorithm) {
   ProtocolParams params;
-  params.base_latency_seconds = reader.non_negative_number("base_latency_seconds");
+  params.base_latency_seconds = reader.latency_seconds("base_latency_seconds");
   auto hops = reader.object("hop_latency_seconds");
   for (LinkKind kind : kLinkKinds) {
-    params.hop_latency_seconds[static_cast<std::size_t>(kind)] = hops.non_negative_number(topology::to_string(kind));
+    params.hop_latency_seconds[static_cast<std::size_t>(kind)] = hops.latency_seconds(topology::to_string(kind));
   }
   hops.finish();
   params.bandwidth_factor = fraction(reader, "bandwidth_factor");
@@ -67,13 +67,13 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
     params.channel_cap_bytes_per_second = reader.positive_number("channel_cap_bytes_per_second");
   }
   if (algorithm == Algorithm::direct) {
-    params.message_overhead_seconds = reader.non_negative_number("message_overhead_seconds");
+    params.message_overhead_seconds = reader.latency_seconds("message_overhead_seconds");
   }
   if (reader.has("multi_node_step_floor_seconds")) {
     if (algorithm != Algorithm::ring || workloads::is_rooted(op)) {  // rooted rings are chains
       reader.fail("multi_node_step_floor_seconds", "only rings of all_reduce, all_gather and reduce_scatter have it");
     }
-    params.multi_node_step_floor_seconds = reader.non_negative_number("multi_node_step_floor_seconds");
+    params.multi_node_step_floor_seconds = reader.latency_seconds("multi_node_step_floor_seconds");
   }
   if (reader.has("multi_node_plateau")) {
     if (algorithm != Algorithm::ring || op != CollectiveOp::all_reduce) {
@@ -100,9 +100,9 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
       pipeline.fail("channels", "must be a whole number of channels from 1 to 64 (NCCL's MAXCHANNELS)");
     }
     parsed.channels = static_cast<int>(channels);
-    parsed.base_latency_seconds = pipeline.non_negative_number("base_latency_seconds");
+    parsed.base_latency_seconds = pipeline.latency_seconds("base_latency_seconds");
     parsed.fill_chunks = pipeline.non_negative_number("fill_chunks");
-    parsed.chunk_overhead_seconds = pipeline.non_negative_number("chunk_overhead_seconds");
+    parsed.chunk_overhead_seconds = pipeline.latency_seconds("chunk_overhead_seconds");
     pipeline.finish();
     params.chunk_pipeline = parsed;
   }

@@ -92,6 +92,22 @@ TEST_CASE("a missing field is refused with its path", "[cluster_spec]") {
   REQUIRE(error_for(top) == "test-cluster.json: fabric: missing required field");
 }
 
+TEST_CASE("a latency of a second or more is refused naming the field, not wrapped on the clock", "[cluster_spec]") {
+  // 1e7 s overflowed the conversion to picoseconds and read as 0 s; 9e6 s stopped a run unnamed.
+  for (double seconds : {1e7, 9e6, 1.0}) {
+    auto doc = cluster_json();
+    doc["fabric"]["switch_latency_seconds"] = seconds;
+    REQUIRE_THAT(error_for(doc), Catch::StartsWith("test-cluster.json: fabric.switch_latency_seconds: must be a "
+                                                   "latency under 1 s"));
+  }
+  auto node = cluster_json();
+  node["node"]["nvlink_latency_seconds"] = 2.0;
+  REQUIRE_THAT(error_for(node), Catch::StartsWith("test-cluster.json: node.nvlink_latency_seconds: must be a latency"));
+  auto fine = cluster_json();
+  fine["fabric"]["switch_latency_seconds"] = 0.5;
+  REQUIRE(error_for(fine) == "no error");
+}
+
 TEST_CASE("zero and negative bandwidths are refused", "[cluster_spec]") {
   auto zero = cluster_json();
   zero["node"]["nic_bits_per_second"] = 0;

@@ -21,12 +21,12 @@ NodeSpec parse_node(JsonObjectReader reader) {
   node.gpu_memory_bytes = reader.positive_number("gpu_memory_bytes");
   node.gpus = small_positive_integer(reader, "gpus");
   node.nvlink_bidirectional_bytes_per_second = reader.positive_number("nvlink_bidirectional_bytes_per_second");
-  node.nvlink_latency_seconds = reader.non_negative_number("nvlink_latency_seconds");
+  node.nvlink_latency_seconds = reader.latency_seconds("nvlink_latency_seconds");
   node.nics = small_positive_integer(reader, "nics");
   node.nic_bits_per_second = reader.positive_number("nic_bits_per_second");
   node.pcie_switches = small_positive_integer(reader, "pcie_switches");
   node.pcie_bidirectional_bytes_per_second = reader.positive_number("pcie_bidirectional_bytes_per_second");
-  node.pcie_latency_seconds = reader.non_negative_number("pcie_latency_seconds");
+  node.pcie_latency_seconds = reader.latency_seconds("pcie_latency_seconds");
   reader.finish();
 
   if (node.gpus % node.pcie_switches != 0) {
@@ -46,7 +46,7 @@ FabricSpec parse_fabric(JsonObjectReader reader) {
   fabric.nodes_per_leaf = small_positive_integer(reader, "nodes_per_leaf");
   fabric.spines = small_positive_integer(reader, "spines");
   fabric.oversubscription = reader.number_at_least("oversubscription", 1.0);
-  fabric.switch_latency_seconds = reader.non_negative_number("switch_latency_seconds");
+  fabric.switch_latency_seconds = reader.latency_seconds("switch_latency_seconds");
   fabric.ecmp = reader.choice("ecmp", {"split", "hash"}) == "split" ? EcmpMode::split : EcmpMode::hash;
   reader.finish();
   return fabric;

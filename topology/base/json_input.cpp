@@ -124,6 +124,15 @@ double JsonObjectReader::non_negative_number(const std::string& key) {
   return number_at_least(key, 0.0);
 }
 
+double JsonObjectReader::latency_seconds(const std::string& key) {
+  const double seconds = number_at_least(key, 0.0);
+  if (seconds >= kMaxLatencySeconds) {
+    fail(key, "must be a latency under 1 s, got " + describe(value(key)) +
+                  " (links, switches and software steps take micro- to milliseconds: a unit mistake?)");
+  }
+  return seconds;
+}
+
 std::int64_t JsonObjectReader::positive_integer(const std::string& key) {
   const auto& v = require(key);
   if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {

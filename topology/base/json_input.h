@@ -38,6 +38,8 @@ nlohmann::json load_json_file(const std::string& file);
 nlohmann::json parse_json_text(const std::string& text, const std::string& file);
 inline constexpr int kMaxJsonDepth = 256;
 
+inline constexpr double kMaxLatencySeconds = 1.0;
+
 class JsonObjectReader {
  public:
   // `path` is the dotted location of this object inside the file ("" for the root).
@@ -50,6 +52,10 @@ class JsonObjectReader {
   // A number >= 0.
   double non_negative_number(const std::string& key);
   double number_at_least(const std::string& key, double minimum);
+  // A latency: from 0 to kMaxLatencySeconds. Links, switches and software
+  // steps take micro- to milliseconds; a second or more is a unit mistake,
+  // and a value past the picosecond clock's range would wrap to nonsense.
+  double latency_seconds(const std::string& key);
   std::int64_t positive_integer(const std::string& key);
   std::int64_t non_negative_integer(const std::string& key);
   std::vector<std::string> string_list(const std::string& key);
