@@ -121,8 +121,8 @@ MeasuredCurves parse_measured_curves(JsonObjectReader reader) {
     if (!parsed) entry.fail("op", "unknown collective '" + op + "'");
     c.op = *parsed;
     c.algorithm = entry.string("algorithm");
-    c.ranks = static_cast<int>(entry.positive_integer("ranks"));
-    c.nodes = static_cast<int>(entry.positive_integer("nodes"));
+    c.ranks = entry.positive_int("ranks");
+    c.nodes = entry.positive_int("nodes");
     c.curve = parse_curve(entry, "bytes_per_second");
     entry.finish();
     curves.collectives.push_back(std::move(c));

@@ -143,10 +143,10 @@ Measurements parse_measurements(const json& document, const std::string& file) {
   for_each_entry(reader, "attention", [&](JsonObjectReader& e) {
     AttentionMeasurement a;
     a.dtype = e.choice("dtype", kGemmDtypes);
-    a.batch = static_cast<int>(e.positive_integer("batch"));
-    a.heads = static_cast<int>(e.positive_integer("heads"));
-    a.sequence = static_cast<int>(e.positive_integer("sequence"));
-    a.head_dim = static_cast<int>(e.positive_integer("head_dim"));
+    a.batch = e.positive_int("batch");
+    a.heads = e.positive_int("heads");
+    a.sequence = e.positive_int("sequence");
+    a.head_dim = e.positive_int("head_dim");
     a.causal = e.boolean("causal");
     a.flops = e.positive_number("flops");
     a.seconds = e.positive_number("seconds");
@@ -156,8 +156,8 @@ Measurements parse_measurements(const json& document, const std::string& file) {
     CollectiveMeasurement c;
     c.op = collective_op(e, "op");
     c.algorithm = e.string("algorithm");
-    c.ranks = static_cast<int>(e.positive_integer("ranks"));
-    c.nodes = static_cast<int>(e.positive_integer("nodes"));
+    c.ranks = e.positive_int("ranks");
+    c.nodes = e.positive_int("nodes");
     if (c.nodes > c.ranks) e.fail("nodes", "more nodes than ranks");
     c.bytes = e.non_negative_number("bytes");
     c.type = e.string("type");

@@ -102,4 +102,12 @@ TEST_CASE("DeepSpeed keys of the wrong type or range are refused", "[deepspeed]"
                       "ds.json: zero_optimization.zero_hpz_partition_size: needs stage 3 (ZeRO++)");
   REQUIRE_THROWS_WITH(import(R"({"zero_optimization": [3]})"), "ds.json: zero_optimization: must be an object, got [3]");
   REQUIRE_THROWS_WITH(import(R"({"train_batch_size": 0})"), "ds.json: train_batch_size: must be positive, got 0");
+  // Past an int: 2^31 once narrowed to -2147483648, 2^63 - 1 steps to -1 steps.
+  REQUIRE_THROWS_WITH(import(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2147483648}})"),
+                      "ds.json: zero_optimization.zero_hpz_partition_size: must be a GPU count (at most 16777216), "
+                      "got 2147483648");
+  REQUIRE_THROWS_WITH(import(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 4294967296}})"),
+                      Catch::StartsWith("ds.json: zero_optimization.mics_shard_size: must be a GPU count"));
+  REQUIRE_THROWS_WITH(import(R"({"gradient_accumulation_steps": 9223372036854775807})"),
+                      "ds.json: gradient_accumulation_steps: must be at most 2147483647, got 9223372036854775807");
 }

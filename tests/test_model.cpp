@@ -128,6 +128,12 @@ TEST_CASE("bad model inputs are refused naming the file and field", "[model]") {
           2 * (4 * 64 * 64 + 3 * 64 * 256 + 2 * 64) + 1000 * 64 + 64);
   spec["layers"] = 0;
   REQUIRE_THROWS_WITH(parse_model_spec(spec, "m.json"), "m.json: layers: must be a positive integer, got 0");
+  // 2^31 shared experts once narrowed to a negative count and an MFU of -45,896,052.
+  auto moe = spec;
+  moe["layers"] = 2;
+  moe["moe"] = {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn_hidden", 128}, {"shared_experts", 2147483648LL},
+                {"shared_expert_ffn_hidden", 128}, {"first_dense_layers", 0}};
+  REQUIRE_THROWS_WITH(parse_model_spec(moe, "m.json"), "m.json: moe.shared_experts: is implausibly large");
   spec["layers"] = 2;
   spec["dropout"] = 0.1;
   REQUIRE_THROWS_WITH(parse_model_spec(spec, "m.json"), "m.json: dropout: unknown field");

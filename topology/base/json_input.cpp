@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace shardsim {
@@ -131,6 +132,24 @@ double JsonObjectReader::latency_seconds(const std::string& key) {
                   " (links, switches and software steps take micro- to milliseconds: a unit mistake?)");
   }
   return seconds;
+}
+
+namespace {
+
+int within_int(JsonObjectReader& reader, const std::string& key, std::int64_t value) {
+  if (value > std::numeric_limits<int>::max()) {
+    reader.fail(key, "must be at most " + std::to_string(std::numeric_limits<int>::max()) + ", got " +
+                         std::to_string(value));
+  }
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+int JsonObjectReader::positive_int(const std::string& key) { return within_int(*this, key, positive_integer(key)); }
+
+int JsonObjectReader::non_negative_int(const std::string& key) {
+  return within_int(*this, key, non_negative_integer(key));
 }
 
 std::int64_t JsonObjectReader::positive_integer(const std::string& key) {

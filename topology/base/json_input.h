@@ -58,6 +58,9 @@ class JsonObjectReader {
   double latency_seconds(const std::string& key);
   std::int64_t positive_integer(const std::string& key);
   std::int64_t non_negative_integer(const std::string& key);
+  // The same, for fields kept in an int: above INT_MAX is refused, not narrowed.
+  int positive_int(const std::string& key);
+  int non_negative_int(const std::string& key);
   std::vector<std::string> string_list(const std::string& key);
   JsonObjectReader object(const std::string& key);
   // One of `allowed`, e.g. "split" | "hash".

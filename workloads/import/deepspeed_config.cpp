@@ -2,6 +2,8 @@
 
 #include "topology/base/json_input.h"
 
+#include <limits>
+
 namespace shardsim::workloads {
 
 namespace {
@@ -47,6 +49,18 @@ class DeepSpeedReader {
     if (v == nullptr || (v->is_string() && v->get<std::string>() == "auto")) return std::nullopt;
     const auto value = integer(key);
     if (*value < 1) throw_input_error(file_, where(key), "must be positive, got " + std::to_string(*value));
+    // Batches and steps are counts of sequences: an int holds them, and products of them stay in range.
+    if (*value > std::numeric_limits<int>::max()) {
+      throw_input_error(file_, where(key), "must be at most 2147483647, got " + std::to_string(*value));
+    }
+    return value;
+  }
+  // A group of GPUs (MiCS shards, hpZ partitions): 1 to 2^24, as plan factors are.
+  std::optional<std::int64_t> gpu_count(const std::string& key) const {
+    const auto value = integer(key);
+    if (value && *value > (1 << 24)) {
+      throw_input_error(file_, where(key), "must be a GPU count (at most 16777216), got " + std::to_string(*value));
+    }
     return value;
   }
   DeepSpeedReader object(const std::string& key) const {
@@ -87,14 +101,14 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& document, const std
                : stage == 1 ? FactorSpec{1, 1, all}
                : stage == 2 ? FactorSpec{1, all, all}
                             : FactorSpec{all, all, all};
-  const std::int64_t mics = zero.integer("mics_shard_size").value_or(-1);
+  const std::int64_t mics = zero.gpu_count("mics_shard_size").value_or(-1);
   if (mics > 0) {
     plan.system = ShardingSystem::mics;
     plan.name = "deepspeed-mics" + std::to_string(mics);
     plan.factors = FactorSpec{static_cast<int>(mics), static_cast<int>(mics), static_cast<int>(mics)};
     plan.hierarchical_parameter_gather = zero.boolean("mics_hierarchical_params_gather").value_or(false);
   }
-  const std::int64_t hpz = zero.integer("zero_hpz_partition_size").value_or(1);
+  const std::int64_t hpz = zero.gpu_count("zero_hpz_partition_size").value_or(1);
   if (hpz > 1) {
     if (stage != 3) throw_input_error(file, "zero_optimization.zero_hpz_partition_size", "needs stage 3 (ZeRO++)");
     plan.system = ShardingSystem::zero_plus_plus;

@@ -211,6 +211,12 @@ int positive_int(JsonObjectReader& reader, const std::string& key) {
   return static_cast<int>(value);
 }
 
+int non_negative_int(JsonObjectReader& reader, const std::string& key) {
+  const auto value = reader.non_negative_integer(key);
+  if (value > (1 << 30)) reader.fail(key, "is implausibly large");
+  return static_cast<int>(value);
+}
+
 }  // namespace
 
 ModelSpec parse_model_spec(const nlohmann::json& document, const std::string& file) {
@@ -238,9 +244,9 @@ ModelSpec parse_model_spec(const nlohmann::json& document, const std::string& fi
     model.moe.experts = positive_int(moe, "experts");
     model.moe.experts_per_token = positive_int(moe, "experts_per_token");
     model.moe.expert_ffn_hidden = moe.positive_integer("expert_ffn_hidden");
-    model.moe.shared_experts = static_cast<int>(moe.non_negative_integer("shared_experts"));
+    model.moe.shared_experts = non_negative_int(moe, "shared_experts");
     model.moe.shared_expert_ffn_hidden = moe.non_negative_integer("shared_expert_ffn_hidden");
-    model.moe.first_dense_layers = static_cast<int>(moe.non_negative_integer("first_dense_layers"));
+    model.moe.first_dense_layers = non_negative_int(moe, "first_dense_layers");
     moe.finish();
   }
   if (reader.has("mla")) {

@@ -287,7 +287,7 @@ void parse_op(JsonObjectReader reader, RankProgram& program) {
   Op op;
   const std::string name = reader.string("name");
   op.kind = parse_enum(reader, "kind", kOpKinds);
-  op.stream = static_cast<int>(reader.non_negative_integer("stream"));
+  op.stream = reader.non_negative_int("stream");
   const nlohmann::json& listed = reader.value("deps");
   if (!listed.is_array()) reader.fail("deps", "must be an array of op indices");
   std::vector<std::uint32_t> deps;
@@ -319,8 +319,8 @@ void parse_op(JsonObjectReader reader, RankProgram& program) {
       std::vector<std::string> names;
       for (CollectiveOp c : all_collective_ops()) names.emplace_back(to_string(c));
       op.collective = *parse_collective_op(reader.choice("collective", names));
-      op.communicator = static_cast<int>(reader.non_negative_integer("communicator"));
-      op.root = static_cast<int>(reader.non_negative_integer("root"));
+      op.communicator = reader.non_negative_int("communicator");
+      op.root = reader.non_negative_int("root");
       op.bytes = reader.non_negative_number("bytes");
       break;
     }
@@ -340,7 +340,7 @@ Program program_from_json(const nlohmann::json& document, const std::string& fil
   JsonObjectReader reader(document, file);
   if (reader.string("format") != "shardsim-program-1") reader.fail("format", "must be \"shardsim-program-1\"");
   Program program;
-  program.ranks = static_cast<int>(reader.positive_integer("ranks"));
+  program.ranks = reader.positive_int("ranks");
   program.streams = reader.string_list("streams");
   program.description = reader.value("description");
   const nlohmann::json& of_rank = reader.value("program_of_rank");
