@@ -60,13 +60,11 @@ bool parse_double(const std::string& token, double& value) {
   return end != token.c_str() && *end == '\0' && std::isfinite(value);
 }
 
-// nccl-tests numbers its ranks from 0; NCCL's communicators stay far below this.
-constexpr long long kMaxRanks = 1 << 24;
-
-// A rank index as a log or a -J file gives it; throws naming `where`.
+// A rank index as a log or a -J file gives it, from 0 (as nccl-tests numbers
+// them) to below kMaxGpuCount; throws naming `where`.
 int rank_index(long long rank, const std::string& where) {
-  if (rank < 0 || rank >= kMaxRanks) {
-    throw InputError(where + ": rank " + std::to_string(rank) + " is not a rank from 0 to " + std::to_string(kMaxRanks - 1));
+  if (rank < 0 || rank >= kMaxGpuCount) {
+    throw InputError(where + ": rank " + std::to_string(rank) + " is not a rank from 0 to " + std::to_string(kMaxGpuCount - 1));
   }
   return static_cast<int>(rank);
 }
@@ -180,7 +178,7 @@ Measurements parse_nccl_tests_text(const std::string& text, const std::string& f
     }
     if (std::regex_search(line, match, rank_line)) {
       // from_chars leaves `rank` as it was when the digits overflow it.
-      long long rank = kMaxRanks;
+      long long rank = kMaxGpuCount;
       const char* digits = line.data() + match.position(1);
       std::from_chars(digits, digits + match.length(1), rank);
       section.ranks = std::max(section.ranks, rank_index(rank, where) + 1);

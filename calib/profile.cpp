@@ -95,11 +95,8 @@ ProtocolParams parse_protocol_params(JsonObjectReader reader, CollectiveOp op, A
     }
     auto pipeline = reader.object("chunk_pipeline");
     ChunkPipeline parsed;
-    const double channels = pipeline.number_at_least("channels", 1.0);
-    if (channels != std::floor(channels) || channels > 64) {
-      pipeline.fail("channels", "must be a whole number of channels from 1 to 64 (NCCL's MAXCHANNELS)");
-    }
-    parsed.channels = static_cast<int>(channels);
+    parsed.channels = pipeline.positive_int("channels");
+    if (parsed.channels > 64) pipeline.fail("channels", "must be at most 64 (NCCL's MAXCHANNELS)");
     parsed.base_latency_seconds = pipeline.latency_seconds("base_latency_seconds");
     parsed.fill_chunks = pipeline.non_negative_number("fill_chunks");
     parsed.chunk_overhead_seconds = pipeline.latency_seconds("chunk_overhead_seconds");

@@ -198,7 +198,7 @@ TEST_CASE("profile values out of range or in the wrong place are refused", "[pro
   fractional["collectives"]["all_reduce"]["nvls"] = fractional["collectives"]["all_reduce"]["ring"];
   fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"] = pipeline;
   fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"]["channels"] = 2.5;
-  REQUIRE_THAT(error_for(fractional), Catch::Contains("nvls.simple.chunk_pipeline.channels: must be a whole number"));
+  REQUIRE_THAT(error_for(fractional), Catch::Contains("nvls.simple.chunk_pipeline.channels: must be a positive integer"));
   fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"]["channels"] = 16;
   fractional["collectives"]["all_reduce"]["nvls"]["simple"]["chunk_pipeline"].erase("fill_chunks");
   REQUIRE_THAT(error_for(fractional), Catch::Contains("nvls.simple.chunk_pipeline.fill_chunks"));

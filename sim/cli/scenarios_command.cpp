@@ -70,8 +70,8 @@ std::vector<ScenarioRun> parse_runs(JsonObjectReader& reader) {
     const nlohmann::json& gpus = entry.value("gpus");
     if (!gpus.is_array() || gpus.empty()) entry.fail("gpus", "must be a non-empty array of GPU counts");
     for (const auto& count : gpus) {
-      if (!count.is_number_integer() || count.get<long long>() < 1 || count.get<long long>() > 1 << 24) {
-        entry.fail("gpus", "must hold GPU counts from 1 to " + std::to_string(1 << 24) + ", got " + count.dump());
+      if (!count.is_number_integer() || count.get<long long>() < 1 || count.get<long long>() > kMaxGpuCount) {
+        entry.fail("gpus", "must hold GPU counts from 1 to " + std::to_string(kMaxGpuCount) + ", got " + count.dump());
       }
       run.gpus.push_back(count.get<int>());
     }

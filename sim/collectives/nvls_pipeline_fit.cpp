@@ -26,15 +26,19 @@ const calib::MeasuredCollective* nvls_curve(const calib::MeasuredCurves& curves,
   return best;
 }
 
-// The pipeline's time for a buffer, with the plan's per-byte cost fixed.
+// The pipeline's time for a buffer, with the plan's per-byte cost fixed and
+// the fill and per-chunk overhead of one candidate.
 struct Model {
   double seconds_per_byte = 0;  // the NVLS cost line's, at the link-limited rate
   SizeCorrection correction;    // NCCL's chunking for the group
 
-  double seconds(double bytes, double base, double fill, double overhead) const {
+  SizeCorrection with(double fill, double overhead) const {
     SizeCorrection c = correction;
     c.pipeline.fill_chunks = fill;
     c.pipeline.chunk_overhead_seconds = overhead;
+    return c;
+  }
+  double seconds(const SizeCorrection& c, double bytes, double base) const {
     return base + seconds_per_byte * c.wire_scale(bytes) + c.added_seconds(bytes);
   }
 };
@@ -65,9 +69,10 @@ std::optional<NvlsPipelineFit> fit_nvls_pipeline(const topology::Cluster& cluste
     if (p.x >= kNvlsFitFromBytes) points.push_back(p);
   }
   const auto loss = [&](double base, double fill, double overhead) {
+    const SizeCorrection candidate = model.with(fill, overhead);
     double sum = 0;
     for (const auto& p : points) {
-      const double error = std::log(model.seconds(p.x, base, fill, overhead) / p.seconds);
+      const double error = std::log(model.seconds(candidate, p.x, base) / p.seconds);
       sum += error * error;
     }
     return sum;
@@ -104,9 +109,10 @@ std::optional<NvlsPipelineFit> fit_nvls_pipeline(const topology::Cluster& cluste
   fit.pipeline = {params->chunk_pipeline->channels, best[0], best[1], best[2]};
   fit.ranks = curve->ranks;
   fit.points = points.size();
+  const SizeCorrection fitted = model.with(best[1], best[2]);
   double log_sum = 0;
   for (const auto& p : points) {
-    const double ratio = p.seconds / model.seconds(p.x, best[0], best[1], best[2]);  // busbw simulated / measured
+    const double ratio = p.seconds / model.seconds(fitted, p.x, best[0]);  // busbw simulated / measured
     log_sum += std::log(ratio);
     if (std::abs(std::log(ratio)) > std::abs(std::log(fit.worst_ratio))) fit.worst_ratio = ratio;
   }

@@ -39,6 +39,9 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& file)
 inline constexpr int kMaxJsonDepth = 256;
 
 inline constexpr double kMaxLatencySeconds = 1.0;
+// The most GPUs (or ranks) any input may count: far above any cluster built,
+// and small enough that products of GPU counts and sizes stay in range.
+inline constexpr std::int64_t kMaxGpuCount = 1 << 24;
 
 class JsonObjectReader {
  public:

@@ -55,11 +55,12 @@ class DeepSpeedReader {
     }
     return value;
   }
-  // A group of GPUs (MiCS shards, hpZ partitions): 1 to 2^24, as plan factors are.
+  // A group of GPUs (MiCS shards, hpZ partitions), bounded as plan factors are.
   std::optional<std::int64_t> gpu_count(const std::string& key) const {
     const auto value = integer(key);
-    if (value && *value > (1 << 24)) {
-      throw_input_error(file_, where(key), "must be a GPU count (at most 16777216), got " + std::to_string(*value));
+    if (value && *value > kMaxGpuCount) {
+      throw_input_error(file_, where(key), "must be a GPU count (at most " + std::to_string(kMaxGpuCount) + "), got " +
+                                               std::to_string(*value));
     }
     return value;
   }

@@ -15,7 +15,7 @@ namespace {
 int factor(JsonObjectReader& reader, const std::string& key) {
   const nlohmann::json& value = reader.value(key);
   if (value == "all") return 0;
-  if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > (1 << 24)) {
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > kMaxGpuCount) {
     reader.fail(key, "must be a GPU count or \"all\", got " + value.dump());
   }
   return static_cast<int>(value.get<std::int64_t>());
