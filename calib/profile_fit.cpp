@@ -186,7 +186,21 @@ void fit_overheads(const Measurements& m, json& compute, FitResult& result, cons
     compute["kernel_launch_seconds"] = median(m.kernel_launch_seconds);
     source += "kernel launch: median of " + std::to_string(m.kernel_launch_seconds.size()) + " samples";
   }
-  if (!m.interference.empty()) {
+  // On one GPU NCCL's collective is a local copy, which takes neither NVLink
+  // nor the NICs and few SMs: the slowdown it causes says nothing of a
+  // training step's collectives, so the base profile's figure stays.
+  int world_ranks = 0;
+  for (const auto& c : m.collectives) world_ranks = std::max(world_ranks, c.ranks);
+  const bool interference_measurable = world_ranks != 1;
+  if (!m.interference.empty() && !interference_measurable) {
+    source += std::string(source.empty() ? "" : "; ") +
+              "interference not fitted (the probe's collectives ran on one GPU, a local copy); the base profile's "
+              "figure kept, whose source said: " +
+              compute.value("overheads_source", std::string("none"));
+    result.notes.push_back("interference not fitted: one GPU's collective is a local copy; the base's " +
+                           format("%.4f", compute.value("interference_slowdown", 0.0)) + " kept");
+  }
+  if (!m.interference.empty() && interference_measurable) {
     std::vector<double> ratios;
     for (const auto& i : m.interference) ratios.push_back(i.with_collective_seconds / i.alone_seconds);
     const double slowdown = std::max(0.0, median(ratios) - 1.0);
