@@ -162,6 +162,14 @@ ComputeCalibration parse_compute(JsonObjectReader reader) {
   compute.kernel_launch_seconds = reader.non_negative_number("kernel_launch_seconds");
   compute.interference_slowdown = reader.non_negative_number("interference_slowdown");
   compute.overheads_source = reader.string("overheads_source");
+  if (reader.has("kernel_time_factor")) {
+    compute.kernel_time_factor = reader.positive_number("kernel_time_factor");
+    // A factor below 1/2 or above 2 says the curves are wrong, not the step.
+    if (compute.kernel_time_factor < 0.5 || compute.kernel_time_factor > 2) {
+      reader.fail("kernel_time_factor", "must be between 0.5 and 2");
+    }
+    compute.kernel_time_factor_source = reader.string("kernel_time_factor_source");
+  }
   reader.finish();
   return compute;
 }
@@ -263,6 +271,10 @@ Profile parse_profile(const nlohmann::json& document, const std::string& file) {
   profile.compute = parse_compute(reader.object("compute"));
   if (reader.has("measured")) profile.measured = parse_measured_curves(reader.object("measured"));
   profile.sources = reader.string_list("sources");
+  if (reader.has("fitted_to")) {
+    profile.fitted_to = reader.value("fitted_to");
+    if (!profile.fitted_to.is_object()) reader.fail("fitted_to", "must be an object: the runs the profile was fitted to");
+  }
   reader.finish();
   return profile;
 }

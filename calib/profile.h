@@ -146,6 +146,14 @@ struct ComputeCalibration {
   double kernel_launch_seconds = 0;
   double interference_slowdown = 0;
   std::string overheads_source;
+  // A kernel inside a training step takes this many times what the curves
+  // above, single-GPU benchmarks, give it: the cost of running among a
+  // step's other kernels on a fully loaded node (shared heat, caches, the
+  // framework's shapes) that no benchmark here isolates. 1 unless fitted to
+  // published end-to-end runs (shardsim calib fit-runs), which the source
+  // and the profile's fitted_to name.
+  double kernel_time_factor = 1;
+  std::string kernel_time_factor_source;
 
   // nullptr when the profile has no entry for the dtype.
   const DtypeCompute* find(std::string_view dtype) const;
@@ -161,6 +169,9 @@ struct Profile {
   ComputeCalibration compute;
   MeasuredCurves measured;  // empty for a datasheet profile
   std::vector<std::string> sources;
+  // What a fitted kernel_time_factor was fitted to (calib/run_fit.h): the
+  // runs file, its runs by name and the fit's errors. Empty otherwise.
+  nlohmann::json fitted_to;
 
   double bandwidth_efficiency(LinkKind kind) const {
     return links[static_cast<std::size_t>(kind)].bandwidth_efficiency;

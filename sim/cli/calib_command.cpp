@@ -1,4 +1,5 @@
-// shardsim calib: turn measurements into a profile.
+// shardsim calib: turn measurements into a profile (fit-runs:
+// fit_runs_command.cpp).
 //   import-nccl-tests LOG... -o raw.json   nccl-tests output (text or -J JSON)
 //   fit RAW... -o profile.json             least squares into a profile
 //   report PROFILE [--png F]               what a profile says and how well it fits
@@ -258,7 +259,8 @@ void add_calib_command(CLI::App& app, int& exit_code) {
       "  shardsim-probe --out probe.json                       (GPU: cuBLASLt, copies, NCCL)\n"
       "  mpirun -np 2 shardsim-probe --backend cpu --out cpu.json   (CPU: Eigen, copies, MPI)\n"
       "  shardsim calib fit probe.json raw.json --base h200 --cluster h200-1024 -o h200-measured.json\n"
-      "  shardsim calib report h200-measured.json --png h200-measured.png");
+      "  shardsim calib report h200-measured.json --png h200-measured.png\n"
+      "  shardsim calib fit-runs results/fit_runs/runs.json -o fitted/   (from the repository root)");
 
   auto import = std::make_shared<ImportOptions>();
   auto* import_command = calib->add_subcommand("import-nccl-tests", "nccl-tests logs (text or -J JSON) -> raw measurements");
@@ -283,6 +285,8 @@ void add_calib_command(CLI::App& app, int& exit_code) {
   report_command->add_option("profile", report->profile, "profile file or preset")->required();
   report_command->add_option("--png", report->png, "PNG of every measured curve against its fit");
   report_command->callback([report, &exit_code] { exit_code = run_report(*report); });
+
+  add_fit_runs_command(*calib, exit_code);
 }
 
 }  // namespace shardsim::cli

@@ -16,6 +16,8 @@ void add_presets_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_scenarios_command(CLI::App& app, int& exit_code);
 void add_calib_command(CLI::App& app, int& exit_code);
+// Registered by add_calib_command under `calib` (fit_runs_command.cpp).
+void add_fit_runs_command(CLI::App& calib, int& exit_code);
 void add_exec_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_search_command(CLI::App& app, int& exit_code);

@@ -23,13 +23,15 @@ double kernel_seconds(const workloads::Op& op, const calib::Profile& profile) {
                          static_cast<double>(op.gemm.k);
       const double* measured = profile.measured.gemm_seconds({dtype, op.gemm.m, op.gemm.n, op.gemm.k});
       // A measured time already holds the shape's memory traffic.
-      if (measured != nullptr && one > 0) return op.flops / one * *measured + compute.kernel_launch_seconds;
+      if (measured != nullptr && one > 0) {
+        return compute.kernel_time_factor * op.flops / one * *measured + compute.kernel_launch_seconds;
+      }
     }
     const double efficiency = op.kernel == KernelClass::gemm ? peak->gemm_efficiency_at(op.flops)
                                                              : profile.attention_efficiency(op.attention_kernel);
     compute_seconds = op.flops / (peak->peak_flops_per_second * efficiency);
   }
-  return std::max(compute_seconds, memory_seconds) + compute.kernel_launch_seconds;
+  return compute.kernel_time_factor * std::max(compute_seconds, memory_seconds) + compute.kernel_launch_seconds;
 }
 
 }  // namespace shardsim::sim

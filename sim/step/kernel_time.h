@@ -5,6 +5,7 @@
 //   attention:  max(FLOPs / (peak x attention efficiency), bytes / achievable HBM)
 //   element-wise and optimizer kernels: bytes / achievable HBM (their few
 //               FLOPs per byte never make them compute-bound)
+// times the profile's kernel_time_factor (1 unless fitted to published runs),
 // plus the kernel launch overhead, each from the profile's compute section.
 #pragma once
 
