@@ -4,7 +4,13 @@
 // and once as lone calls.
 #include "calib/measurements.h"
 #include "calib/profile.h"
+#include "sim/report/step_report.h"
+#include "sim/step/step_simulator.h"
+#include "topology/cluster.h"
 #include "topology/cluster_spec.h"
+#include "topology/routing.h"
+#include "workloads/compile/step_compiler.h"
+#include "workloads/import/model_file.h"
 
 #include <catch2/catch.hpp>
 
@@ -96,4 +102,46 @@ TEST_CASE("the H200 preset runs on the probe's measured profile", "[calib][compu
   const calib::Profile measured = calib::load_profile(spec.profile);
   CHECK(measured.compute.kernel_launch_seconds > 0);
   CHECK(measured.compute.interference_slowdown == calib::load_profile("h200").compute.interference_slowdown);
+}
+
+TEST_CASE("a step of tiny layers is launch-bound: no shorter than its kernels times the launch cost",
+          "[calib][compute]") {
+  // Two LLaMA layers of hidden 64 on one GPU: every kernel takes well under
+  // a microsecond of work, so with 20 us a launch the compute stream is its
+  // kernels' launches back to back, and the step no less than that.
+  workloads::StepConfig config;
+  config.model = workloads::load_model("llama-7b");
+  config.model.layers = 2;
+  config.model.hidden = 64;
+  config.model.heads = 2;
+  config.model.kv_heads = 2;
+  config.model.head_dim = 32;
+  config.model.ffn_hidden = 172;
+  config.model.vocab = 512;
+  config.training.sequence_length = 64;
+  config.training.micro_batch_size = 1;
+  config.training.global_batch_sequences = 2;
+  config.plan = workloads::load_plan("zero0");
+  config.data_parallel = 1;
+  config.gpus_per_node = 8;
+  const workloads::Program program = workloads::compile(config);
+  std::size_t kernels = 0;
+  for (const auto& op : program.programs.front().ops) kernels += op.kind == workloads::OpKind::compute ? 1 : 0;
+  REQUIRE(kernels > 50);
+
+  const topology::Cluster cluster(topology::load_cluster_spec("dgx-a100-2node"));
+  const topology::Router router(cluster);
+  calib::Profile profile = calib::load_profile("a100");
+  const auto step_seconds = [&](double launch) {
+    profile.compute.kernel_launch_seconds = launch;
+    const workloads::Timeline timeline = sim::simulate(program, cluster, router, profile);
+    return sim::summarize_step(program, timeline, profile, 80.0 * (1LL << 30), 0).step_seconds;
+  };
+  const double launch = 20e-6;
+  const double without = step_seconds(0);
+  const double with = step_seconds(launch);
+  CHECK(with >= kernels * launch);
+  // Launch-bound: the launches are nearly all of it, the kernels' own work a few percent.
+  CHECK(with <= kernels * launch + without);
+  CHECK(without < 0.1 * kernels * launch);
 }
