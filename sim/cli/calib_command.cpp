@@ -169,6 +169,9 @@ int run_report(const ReportOptions& options) {
   }
   std::printf("kernel launch %.2f us, interference slowdown %.3f\n      %s\n", c.kernel_launch_seconds * 1e6,
               c.interference_slowdown, c.overheads_source.c_str());
+  if (!c.kernel_time_factor_source.empty()) {
+    std::printf("kernel time factor %.4f\n      %s\n", c.kernel_time_factor, c.kernel_time_factor_source.c_str());
+  }
   std::printf("\n## links\n");
   for (const auto kind : {topology::LinkKind::nvlink, topology::LinkKind::pcie, topology::LinkKind::network}) {
     const auto& link = profile.links[static_cast<std::size_t>(kind)];
