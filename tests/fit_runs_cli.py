@@ -82,5 +82,11 @@ with tempfile.TemporaryDirectory() as tmp:
     (tmp / "refit.json").write_text(json.dumps(bad))
     err = run("calib", "fit-runs", tmp / "refit.json", expect=2).stderr
     check("kernel_time_factor" in err, f"a fitted profile is not fitted again: {err}")
+    bad = json.loads(json.dumps(runs))
+    bad["runs"][2]["arguments"] = ["--cluster", "dgx-a100-1024", "--model", "llama-65b", "--plan", "zero0", "--gpus", "8",
+                                   "--scale", "layers=8,micro_batches=1"]
+    (tmp / "oom.json").write_text(json.dumps(bad))
+    err = run("calib", "fit-runs", tmp / "oom.json", "-o", tmp / "none", expect=2).stderr
+    check("fsdp-16" in err and "out of memory" in err, f"a run that does not fit is refused, named: {err}")
     check(not (tmp / "none").exists(), "nothing written")
 print("fit-runs: the factor, the profile and the refusals as expected")

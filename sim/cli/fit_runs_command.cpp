@@ -39,7 +39,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 
@@ -143,17 +142,19 @@ double simulate_step_seconds(const CompiledRun& run, double factor, const RunSpe
   options.timed_ranks = std::vector<int>{0};
   const workloads::Timeline timeline = sim::simulate(run.program, cluster, router, profile, options);
   if (timeline.out_of_memory) {
-    throw_input_error(file, "runs." + spec.name, "runs out of memory in the simulation; a published run fitted");
+    throw_input_error(file, "runs." + spec.name,
+                      "runs out of memory in the simulation, so it is not the published run it stands for (check its "
+                      "GPUs, batch, recompute and the cluster's memory)");
   }
   return sim::summarize_step(run.program, timeline, profile, run.inputs.cluster.node.gpu_memory_bytes, 0).step_seconds;
 }
 
-// Runs `work(i)` for i in [0, n) on `threads` threads; the first exception is rethrown.
+// Runs `work(i)` for i in [0, n) on `threads` threads. If any throw, the
+// exception of the lowest i is rethrown, whatever the threads' timing.
 template <typename Work>
 void parallel_for(std::size_t n, int threads, Work work) {
   std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
+  std::vector<std::exception_ptr> failures(n);
   std::vector<std::thread> pool;
   for (int t = 0; t < std::max(1, threads); ++t) {
     pool.emplace_back([&] {
@@ -161,14 +162,15 @@ void parallel_for(std::size_t n, int threads, Work work) {
         try {
           work(i);
         } catch (...) {
-          const std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
+          failures[i] = std::current_exception();
         }
       }
     });
   }
   for (auto& thread : pool) thread.join();
-  if (failure) std::rethrow_exception(failure);
+  for (const auto& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
 }
 
 double mean(const std::vector<double>& values) {
