@@ -1,5 +1,7 @@
 #include "sim/flow_network.h"
 
+#include "topology/base/json_input.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -183,7 +185,12 @@ void FlowNetwork::schedule_completion(FlowId id) {
   TimePs when = engine_.now();
   if (flow.remaining > kBytesDust) {
     const double picoseconds = std::ceil(flow.remaining / flow.rate * static_cast<double>(kPicosecondsPerSecond));
-    if (!(picoseconds < 9e18)) throw std::runtime_error("flow would take longer than the simulated clock can count");
+    // Bad input, not a bug: only a link or a transfer far outside any real
+    // cluster or model gets here (the loaders bound each value on its own).
+    if (!(picoseconds < 9e18 - static_cast<double>(when))) {
+      throw InputError("a transfer would end past the simulated clock's range (about 106 days): a link far too slow or "
+                       "a transfer far too large for any real step; check the cluster's link speeds and the model's sizes");
+    }
     when += static_cast<TimePs>(picoseconds);
   }
   push_due({when, flow.serial, id, flow.version});

@@ -401,6 +401,10 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
           "fp8_gemms": false, "recompute": "none", "flash_attention": true})");
   const std::string bad_deepspeed =
       scratch.write("ds.json", R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": "three"}})");
+  // NICs of a thousandth of a bit per second: every step runs past the clock.
+  auto slow = shardsim::test::cluster_json();
+  slow["node"]["nic_bits_per_second"] = 1e-3;
+  const std::string slow_cluster = scratch.write("slow.json", slow.dump());
   require_refused(scratch, {
       {"run --cluster dgx-a100-2node --plan mics-8 --gpus 12", "8 does not divide the 12 data-parallel GPUs"},
       {"run --cluster dgx-a100-2node --model " + zero_layers, zero_layers + ": layers: must be a positive integer, got 0"},
@@ -412,6 +416,11 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
       {"run --cluster dgx-a100-2node --model gpt-48l-5120h --plan zero3",
        "seq4096-mbs1-4m-tokens: sequence_length: 4096 tokens exceed model gpt-48l-5120h's max_positions 2048"},
       {"search --cluster dgx-a100-2node --model gpt-48l-5120h", "max_positions 2048"},
+      // Each once an internal error or a run without end (issue 61).
+      {"run --cluster dgx-a100-2node --gpus 16 --scale hidden=2147483647", "--scale: hidden=2147483647 is implausibly large"},
+      {"run --cluster dgx-a100-2node --gpus 8 --scale micro_batches=2147483647", "layer passes a step, above the 1e+06"},
+      {"run --cluster " + slow_cluster + " --gpus 16 --scale layers=1,micro_batches=1",
+       "a transfer would end past the simulated clock's range"},
   });
   // The same model at its own context length runs (LLaMA's rotary positions have no such limit).
   REQUIRE(run(scratch, "memory --cluster dgx-a100-2node --model gpt-48l-5120h --plan zero3 --training "

@@ -127,7 +127,27 @@ TEST_CASE("scaling a job shrinks the model and the batch and leaves the plan alo
       INFO(bad);
       REQUIRE_THROWS_WITH(parse_job_scale(bad), Catch::Contains("--scale"));
     }
+    // Past any real model: hidden=2147483647 once ran the step past the
+    // simulated clock's range and out as an internal error.
+    REQUIRE_THROWS_WITH(parse_job_scale("hidden=2147483647"),
+                        "--scale: hidden=2147483647 is implausibly large (at most 2^20)");
+    REQUIRE_THROWS_WITH(parse_job_scale("seq=16777217"), "--scale: seq=16777217 is implausibly large (at most 2^24)");
+    REQUIRE_NOTHROW(parse_job_scale("hidden=1048576,vocab=16777216,seq=16777216"));
   }
+}
+
+TEST_CASE("a step too large to simulate is refused before any op is built, with the count", "[execution][bounds]") {
+  // micro_batches=2147483647 once compiled until memory ran out.
+  StepConfig config = scaled_config("zero3", 8, "layers=2,micro_batches=2147483647");
+  config.training_file = "t.json";
+  REQUIRE(micro_batches_per_step(config) == 2147483647);
+  REQUIRE_THROWS_WITH(compile(config), Catch::StartsWith("t.json: global_batch: 2147483647 micro-batches a rank through 2 "
+                                                         "layers is 8.59e+09 layer passes a step, above the 1e+06"));
+  // At the bound it compiles: (2 + 2) x 250,000 layer passes.
+  StepConfig at_bound = scaled_config("zero0", 1, "layers=2,hidden=64,ffn=172,vocab=512,seq=64,micro_batches=250000");
+  REQUIRE_NOTHROW(check_step_work(at_bound));
+  at_bound = scaled_config("zero0", 1, "layers=2,hidden=64,ffn=172,vocab=512,seq=64,micro_batches=250001");
+  REQUIRE_THROWS_WITH(check_step_work(at_bound), Catch::Contains("above the 1e+06"));
 }
 
 TEST_CASE("the timeline check passes a simulated step and names each kind of violation", "[execution][check]") {

@@ -150,6 +150,14 @@ TEST_CASE("gradient accumulation fills the global batch, or the batch is refused
       "flash_attention": true})");
   REQUIRE_THROWS_WITH(parse_training_config(document, "t.json"),
                       "t.json: global_batch.tokens: 1000 tokens is not a whole number of 4096-token sequences");
+  document["global_batch"]["tokens"] = 4096;
+  document["sequence_length"] = (1LL << 24) + 1;
+  REQUIRE_THROWS_WITH(parse_training_config(document, "t.json"),
+                      "t.json: sequence_length: 16777217 tokens is implausibly long (at most 2^24)");
+  document["sequence_length"] = 4096;
+  document["micro_batch_size"] = (1LL << 20) + 1;
+  REQUIRE_THROWS_WITH(parse_training_config(document, "t.json"),
+                      "t.json: micro_batch_size: 1048577 sequences is implausibly many (at most 2^20)");
 }
 
 TEST_CASE("sharding more never needs more memory", "[memory]") {

@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <tuple>
+
 using namespace shardsim::workloads;
 using shardsim::InputError;
 
@@ -135,6 +138,17 @@ TEST_CASE("bad model inputs are refused naming the file and field", "[model]") {
                 {"shared_expert_ffn_hidden", 128}, {"first_dense_layers", 0}};
   REQUIRE_THROWS_WITH(parse_model_spec(moe, "m.json"), "m.json: moe.shared_experts: is implausibly large");
   spec["layers"] = 2;
+  // Widths past any real model's: --scale hidden=2147483647 once ran into the
+  // simulated clock's end and reported it as an internal error.
+  for (const auto& [field, value, bound] :
+       {std::tuple{"hidden", (1LL << 20) + 1, "2^20"}, {"ffn_hidden", (1LL << 20) + 1, "2^20"},
+        {"vocab", (1LL << 24) + 1, "2^24"}}) {
+    auto wide = spec;
+    wide[field] = value;
+    REQUIRE_THROWS_WITH(parse_model_spec(wide, "m.json"),
+                        "m.json: " + std::string(field) + ": " + std::to_string(value) + " is implausibly large (at most " +
+                            bound + ")");
+  }
   spec["dropout"] = 0.1;
   REQUIRE_THROWS_WITH(parse_model_spec(spec, "m.json"), "m.json: dropout: unknown field");
   spec.erase("dropout");

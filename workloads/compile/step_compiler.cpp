@@ -1,6 +1,7 @@
 #include "workloads/compile/step_compiler.h"
 
 #include "topology/base/json_input.h"
+#include "topology/base/text_format.h"
 #include "workloads/compile/data_parallel_step.h"
 #include "workloads/compile/model_parallel_step.h"
 #include "workloads/compile/zero_pipeline_step.h"
@@ -81,7 +82,27 @@ const CompilerEntry& compiler_of(const Plan& plan) {
 
 }  // namespace
 
-Program compile(const StepConfig& config) { return compiler_of(config.plan).compile(config); }
+Program compile(const StepConfig& config) {
+  check_step_work(config);
+  return compiler_of(config.plan).compile(config);
+}
+
+void check_step_work(const StepConfig& config) {
+  // Each rank runs its micro-batches through its layers: a layer of a
+  // micro-batch is some tens to a few hundred ops (forward, backward,
+  // recompute, collectives), so the bound on their product keeps a Program
+  // near 10^8 ops, what a run holds in a few GiB and simulates in minutes.
+  const std::int64_t micro_batches = micro_batches_per_step(config);
+  const double layer_passes = static_cast<double>(micro_batches) * (config.model.layers + 2);
+  if (layer_passes > kMaxLayerPassesPerRank) {
+    throw_input_error(config.training_file, "global_batch",
+                      std::to_string(micro_batches) + " micro-batches a rank through " + std::to_string(config.model.layers) +
+                          " layers is " + printf_string("%.3g", layer_passes) +
+                          " layer passes a step, above the " + printf_string("%.0e", kMaxLayerPassesPerRank) +
+                          " a simulation is bounded to (about 10^8 ops): a smaller global batch, a larger "
+                          "micro-batch or more GPUs, or --scale micro_batches=N to simulate fewer");
+  }
+}
 
 StepMemory estimate_step_memory(const StepConfig& config) { return compiler_of(config.plan).memory(config); }
 

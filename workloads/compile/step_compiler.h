@@ -52,6 +52,12 @@ std::int64_t micro_batches_per_step(const StepConfig& config);
 // compile_zero_pipeline_step (zero_pipeline_step.h).
 Program compile(const StepConfig& config);
 
+// The work bound compile() applies first: micro-batches per rank x (layers
+// + 2) at most kMaxLayerPassesPerRank, else InputError naming the training
+// file's global batch, with the count and what lowers it.
+inline constexpr double kMaxLayerPassesPerRank = 1e6;
+void check_step_work(const StepConfig& config);
+
 // The memory model's peak per GPU of any plan, without compiling the step:
 // estimate_memory (memory_model.h) for the data-parallel systems; for
 // Megatron-LM and ZeroPP the fullest pipeline stage's (estimate_stage_memory,

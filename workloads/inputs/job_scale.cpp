@@ -50,17 +50,24 @@ JobScale parse_job_scale(const std::string& text, const std::string& option) {
     if (equals == std::string::npos || error != std::errc() || end != value.data() + value.size() || number < 1) {
       throw std::invalid_argument(option + ": '" + item + "' is not key=positive integer");
     }
+    // The model's and the training config's own plausibility bounds
+    // (validate_model, parse_training_config), said here with the option.
+    const auto bounded = [&](std::int64_t bound, const char* power) {
+      if (number > bound) {
+        throw std::invalid_argument(option + ": " + key + "=" + value + " is implausibly large (at most " + power + ")");
+      }
+      return number;
+    };
     if (key == "layers") {
-      if (number > (1 << 20)) throw std::invalid_argument(option + ": layers=" + value + " is implausibly large");
-      scale.layers = static_cast<int>(number);
+      scale.layers = static_cast<int>(bounded(1 << 20, "2^20"));
     } else if (key == "hidden") {
-      scale.hidden = number;
+      scale.hidden = bounded(1 << 20, "2^20");
     } else if (key == "ffn") {
-      scale.ffn_hidden = number;
+      scale.ffn_hidden = bounded(1 << 20, "2^20");
     } else if (key == "vocab") {
-      scale.vocab = number;
+      scale.vocab = bounded(1 << 24, "2^24");
     } else if (key == "seq") {
-      scale.sequence_length = number;
+      scale.sequence_length = bounded(kMaxSequenceLength, "2^24");
     } else if (key == "micro_batches") {
       scale.micro_batches = number;
     } else {

@@ -12,7 +12,13 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   JsonObjectReader reader(document, file);
   TrainingConfig training;
   training.sequence_length = reader.positive_integer("sequence_length");
+  if (training.sequence_length > kMaxSequenceLength) {
+    reader.fail("sequence_length", std::to_string(training.sequence_length) + " tokens is implausibly long (at most 2^24)");
+  }
   training.micro_batch_size = reader.positive_integer("micro_batch_size");
+  if (training.micro_batch_size > (1 << 20)) {
+    reader.fail("micro_batch_size", std::to_string(training.micro_batch_size) + " sequences is implausibly many (at most 2^20)");
+  }
   auto batch = reader.object("global_batch");
   const bool tokens = batch.has("tokens");
   if (tokens == batch.has("sequences")) {
