@@ -492,3 +492,19 @@ TEST_CASE("calib: nccl-tests logs -> raw -> profile -> report, bad input exits 2
   });
   CHECK_FALSE(fs::exists(refused_output));
 }
+
+TEST_CASE("a log with bytes that are not UTF-8 imports with each such byte as U+FFFD", "[cli][calib][errors]") {
+  // One 0xFF in a device name once ended the import as an internal error
+  // (nlohmann's invalid UTF-8 byte) when the raw file was written.
+  const Scratch scratch;
+  std::string log = read(std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/nccl_tests/all_reduce_8gpu.log");
+  const auto at = log.find("NVIDIA");
+  REQUIRE(at != std::string::npos);
+  log.insert(at + 2, "\xff");
+  const std::string file = scratch.write("ff.log", log);
+  const Result result = run(scratch, "calib import-nccl-tests " + file + " -o " + scratch.path("raw.json").string());
+  REQUIRE(result.exit_code == 0);
+  const nlohmann::json raw = nlohmann::json::parse(read(scratch.path("raw.json")));
+  REQUIRE(raw["machine"]["device"].get<std::string>().find("NV\xef\xbf\xbdIDIA") != std::string::npos);
+  REQUIRE(raw["collectives"].size() == 56);
+}

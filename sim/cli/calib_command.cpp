@@ -56,7 +56,9 @@ struct ReportOptions {
 
 void write_json_file(const std::string& path, const json& document) {
   AtomicOutputFile file(path);
-  file.stream() << document.dump(1) << "\n";
+  // Text read from a log (a device name) may hold bytes that are not UTF-8,
+  // which JSON cannot carry: each becomes U+FFFD rather than an error.
+  file.stream() << document.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   file.commit();
 }
 
