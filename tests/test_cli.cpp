@@ -165,13 +165,13 @@ TEST_CASE("bad command lines exit with 2 and say what is wrong", "[cli][errors]"
       {"collective --min-bytes -5", "--min-bytes: '-5' is not a size in bytes"},
       {"collective --min-bytes=-5", "--min-bytes: '-5' is not a size in bytes"},
       {"collective --max-bytes 8X", "--max-bytes: '8X' is not a size in bytes"},
-      {"collective -b 1G -e 8", "sizes need 0 <= min <= max"},
+      {"collective -b 1G -e 8", "-b/--min-bytes 1G is above -e/--max-bytes 8"},
       {"collective --cluster no-such-preset", "no-such-preset: no such cluster file or preset"},
       {"collective --profile no-such-profile", "no-such-profile: no such profile file or preset"},
       {"collective --op all_gather --algo tree", "tree only implements all_reduce"},
       {"collective --op broadcast --root 4096", "root 4096 is not a rank of the group"},
-      {"collective --ranks 0,2000", "GPU 2000 is outside the cluster (1024 GPUs)"},
-      {"collective --ranks 0,1,1", "GPU 1 appears twice in the group"},
+      {"collective --ranks 0,2000", "--ranks: GPU 2000 is outside the cluster (1024 GPUs)"},
+      {"collective --ranks 0,1,1", "--ranks: GPU 1 appears twice in the group"},
       {"collective --ranks 3-a", "--ranks: '3-a' is not a list of indices and ranges"},
       {"frobnicate", "frobnicate"},
   });
@@ -405,6 +405,10 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
   auto slow = shardsim::test::cluster_json();
   slow["node"]["nic_bits_per_second"] = 1e-3;
   const std::string slow_cluster = scratch.write("slow.json", slow.dump());
+  const std::string fp8_training = scratch.write(
+      "fp8.json",
+      R"({"sequence_length": 4096, "micro_batch_size": 1, "global_batch": {"tokens": 4194304}, "precision": "bf16",
+          "fp8_gemms": true, "recompute": "none", "flash_attention": true})");
   require_refused(scratch, {
       {"run --cluster dgx-a100-2node --plan mics-8 --gpus 12", "8 does not divide the 12 data-parallel GPUs"},
       {"run --cluster dgx-a100-2node --model " + zero_layers, zero_layers + ": layers: must be a positive integer, got 0"},
@@ -421,6 +425,9 @@ TEST_CASE("bad run inputs exit with 2 and say why", "[cli][errors][run]") {
       {"run --cluster dgx-a100-2node --gpus 8 --scale micro_batches=2147483647", "layer passes a step, above the 1e+06"},
       {"run --cluster " + slow_cluster + " --gpus 16 --scale layers=1,micro_batches=1",
        "a transfer would end past the simulated clock's range"},
+      // fp8 GEMMs on an A100: the training file's field, not the profile, is what to change.
+      {"run --cluster dgx-a100-2node --gpus 16 --training " + fp8_training,
+       fp8_training + ": fp8_gemms: asks for fp8 GEMMs, which the profile a100 (A100-SXM4-80GB) does not have"},
   });
   // The same model at its own context length runs (LLaMA's rotary positions have no such limit).
   REQUIRE(run(scratch, "memory --cluster dgx-a100-2node --model gpt-48l-5120h --plan zero3 --training "

@@ -68,8 +68,14 @@ int run_collective(const CollectiveOptions& options) {
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
   const calib::Profile profile = load_job_profile(options.profile, spec);
-  const sim::GroupLayout group = options.ranks.empty() ? make_group(cluster, options.group, options.gpus)
-                                                      : sim::make_group_layout(cluster, parse_index_list("--ranks", options.ranks));
+  const auto explicit_group = [&] {
+    try {
+      return sim::make_group_layout(cluster, parse_index_list("--ranks", options.ranks));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--ranks: " + std::string(e.what()));
+    }
+  };
+  const sim::GroupLayout group = options.ranks.empty() ? make_group(cluster, options.group, options.gpus) : explicit_group();
 
   std::vector<workloads::CollectiveOp> ops;
   if (options.op == "all") {
@@ -80,8 +86,15 @@ int run_collective(const CollectiveOptions& options) {
     ops = {*op};
   }
   sim::CollectiveSweep sweep;
-  sweep.sizes = sim::geometric_sizes(parse_byte_size("--min-bytes", options.min_bytes),
-                                     parse_byte_size("--max-bytes", options.max_bytes), options.step_factor);
+  const long long min_bytes = parse_byte_size("--min-bytes", options.min_bytes);
+  const long long max_bytes = parse_byte_size("--max-bytes", options.max_bytes);
+  if (max_bytes < min_bytes) {
+    throw std::invalid_argument("-b/--min-bytes " + options.min_bytes + " is above -e/--max-bytes " + options.max_bytes);
+  }
+  if (options.step_factor < 2) {
+    throw std::invalid_argument("-f/--step-factor must be at least 2, got " + std::to_string(options.step_factor));
+  }
+  sweep.sizes = sim::geometric_sizes(min_bytes, max_bytes, options.step_factor);
   const auto type = calib::parse_data_type(options.type);
   if (!type) throw std::invalid_argument("--type: unknown data type '" + options.type + "'");
   sweep.type = *type;

@@ -96,6 +96,7 @@ int exec_step(const ExecOptions& options) {
     const JobInputs inputs = load_job_inputs(job);
     if (root) print_notes(inputs);  // every rank reads the same launch
     const calib::Profile profile = load_job_profile(options.profile, inputs.cluster);
+    check_profile_runs_job(inputs, profile);
     const workloads::Program program = workloads::compile(inputs.step);
     calib::ExecutionOptions execution;
     execution.warmup_steps = options.warmup;

@@ -117,6 +117,7 @@ CompiledRun compile_run(const RunSpec& spec, const std::string& file) {
   }
   run.inputs = load_job_inputs(job);
   run.profile = load_job_profile(profile, run.inputs.cluster);
+  check_profile_runs_job(run.inputs, run.profile);
   if (run.profile.compute.kernel_time_factor != 1) {
     throw_input_error(file, "runs." + spec.name + ".arguments",
                       "its profile " + run.profile.file + " already has a fitted kernel_time_factor: fit from the profile it was fitted from");

@@ -113,6 +113,22 @@ JobInputs load_job_inputs(const JobOptions& options) {
   return inputs;
 }
 
+void check_profile_runs_job(const JobInputs& inputs, const calib::Profile& profile) {
+  // Said here, naming the training config's field, rather than by the first
+  // kernel the simulation prices, which can only name the profile.
+  const workloads::TrainingConfig& training = inputs.step.training;
+  const auto require = [&](const char* dtype, const char* field) {
+    if (profile.compute.find(dtype) != nullptr) return;
+    std::string listed;
+    for (const auto& [name, compute] : profile.compute.dtypes) listed += (listed.empty() ? "" : ", ") + name;
+    throw_input_error(inputs.step.training_file, field,
+                      std::string("asks for ") + dtype + " GEMMs, which the profile " + profile.name + " (" + profile.gpu +
+                          ") does not have (it lists " + listed + ")");
+  };
+  require(training.fp16 ? "fp16" : "bf16", "precision");
+  if (training.fp8_gemms) require("fp8", "fp8_gemms");
+}
+
 calib::Profile load_job_profile(const std::string& profile_option, const topology::ClusterSpec& cluster) {
   if (!profile_option.empty()) return calib::load_profile(profile_option);
   try {

@@ -62,4 +62,8 @@ JobInputs load_job_inputs(const JobOptions& options);
 // The profile --profile names, else the cluster's own; a cluster whose
 // profile cannot be loaded is refused naming the cluster file's field.
 calib::Profile load_job_profile(const std::string& profile_option, const topology::ClusterSpec& cluster);
+
+// Throws InputError naming the training config's precision or fp8_gemms when
+// the profile has no GEMMs of that dtype (fp8 on an A100).
+void check_profile_runs_job(const JobInputs& inputs, const calib::Profile& profile);
 }  // namespace shardsim::cli

@@ -112,6 +112,7 @@ int run_step(const RunOptions& options) {
   const std::vector<int> record = recorded_ranks(options, step.ranks(), inputs.cluster.node.gpus);
   const double tokens = options.tokens.empty() ? 0 : parse_token_count("--tokens", options.tokens);
   const calib::Profile profile = load_job_profile(options.profile, inputs.cluster);
+  check_profile_runs_job(inputs, profile);
   const topology::Cluster cluster(inputs.cluster);
   const topology::Router router(cluster);
 
