@@ -64,13 +64,16 @@ struct RunSpec {
   std::vector<std::string> arguments;
 };
 
-// One run, compiled once and simulated at any kernel time factor.
+// One run, compiled, placed and routed once, simulated at any kernel time
+// factor (a 16,384-GPU cluster's routes take a while to build).
 struct CompiledRun {
   JobInputs inputs;
   calib::Profile profile;
   json profile_document;
   workloads::Program program;
   std::string network = "flow";
+  std::unique_ptr<const topology::Cluster> cluster;
+  std::unique_ptr<const topology::Router> router;  // on *cluster
   std::vector<topology::GpuId> gpu_of_rank;
 };
 
@@ -124,10 +127,11 @@ CompiledRun compile_run(const RunSpec& spec, const std::string& file) {
   }
   run.profile_document = load_json_file(run.profile.file);
   run.program = workloads::compile(run.inputs.step);
-  const topology::Cluster cluster(run.inputs.cluster);
+  run.cluster = std::make_unique<const topology::Cluster>(run.inputs.cluster);
+  run.router = std::make_unique<const topology::Router>(*run.cluster);
   const int group_ranks = sim::placement_group_ranks(run.inputs.step.plan, run.inputs.factors, run.inputs.step.ranks());
-  run.gpu_of_rank = topology::place_ranks(cluster, run.inputs.step.ranks(), topology::parse_placement_policy(placement),
-                                          group_ranks)
+  run.gpu_of_rank = topology::place_ranks(*run.cluster, run.inputs.step.ranks(),
+                                          topology::parse_placement_policy(placement), group_ranks)
                         .gpu_of_rank;
   return run;
 }
@@ -135,13 +139,11 @@ CompiledRun compile_run(const RunSpec& spec, const std::string& file) {
 double simulate_step_seconds(const CompiledRun& run, double factor, const RunSpec& spec, const std::string& file) {
   calib::Profile profile = run.profile;
   profile.compute.kernel_time_factor = factor;
-  const topology::Cluster cluster(run.inputs.cluster);
-  const topology::Router router(cluster);
   sim::StepSimulationOptions options;
   options.network = sim::parse_network_mode(run.network);
   options.gpu_of_rank = run.gpu_of_rank;
   options.timed_ranks = std::vector<int>{0};
-  const workloads::Timeline timeline = sim::simulate(run.program, cluster, router, profile, options);
+  const workloads::Timeline timeline = sim::simulate(run.program, *run.cluster, *run.router, profile, options);
   if (timeline.out_of_memory) {
     throw_input_error(file, "runs." + spec.name,
                       "runs out of memory in the simulation, so it is not the published run it stands for (check its "

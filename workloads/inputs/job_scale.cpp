@@ -61,11 +61,11 @@ JobScale parse_job_scale(const std::string& text, const std::string& option) {
     if (key == "layers") {
       scale.layers = static_cast<int>(bounded(1 << 20, "2^20"));
     } else if (key == "hidden") {
-      scale.hidden = bounded(1 << 20, "2^20");
+      scale.hidden = bounded(kMaxModelWidth, "2^20");
     } else if (key == "ffn") {
-      scale.ffn_hidden = bounded(1 << 20, "2^20");
+      scale.ffn_hidden = bounded(kMaxModelWidth, "2^20");
     } else if (key == "vocab") {
-      scale.vocab = bounded(1 << 24, "2^24");
+      scale.vocab = bounded(kMaxVocabulary, "2^24");
     } else if (key == "seq") {
       scale.sequence_length = bounded(kMaxSequenceLength, "2^24");
     } else if (key == "micro_batches") {

@@ -172,17 +172,11 @@ void validate_model(const ModelSpec& model, const std::string& file) {
   auto fail = [&](const std::string& field, const std::string& what) { throw_input_error(file, field, what); };
   if (model.layers < 1) fail("layers", "a model needs at least one layer, got " + std::to_string(model.layers));
   if (model.hidden < 1) fail("hidden", "must be positive");
-  // Forty times the widest published dense model's hidden size (25,600: the
-  // 1T GPT of Narayanan et al. 2021) and a vocabulary 64 times the largest
-  // in use (256K): beyond them a step's time overflows the simulated clock
-  // before any real model is near.
-  constexpr std::int64_t kMaxWidth = 1 << 20;
-  constexpr std::int64_t kMaxVocab = 1 << 24;
-  if (model.hidden > kMaxWidth) fail("hidden", std::to_string(model.hidden) + " is implausibly large (at most 2^20)");
-  if (model.ffn_hidden > kMaxWidth) {
+  if (model.hidden > kMaxModelWidth) fail("hidden", std::to_string(model.hidden) + " is implausibly large (at most 2^20)");
+  if (model.ffn_hidden > kMaxModelWidth) {
     fail("ffn_hidden", std::to_string(model.ffn_hidden) + " is implausibly large (at most 2^20)");
   }
-  if (model.vocab > kMaxVocab) fail("vocab", std::to_string(model.vocab) + " is implausibly large (at most 2^24)");
+  if (model.vocab > kMaxVocabulary) fail("vocab", std::to_string(model.vocab) + " is implausibly large (at most 2^24)");
   if (model.heads < 1) fail("heads", "must be positive");
   if (model.kv_heads < 1 || model.heads % model.kv_heads != 0) {
     fail("kv_heads", "must divide heads (" + std::to_string(model.heads) + "), got " + std::to_string(model.kv_heads));

@@ -35,6 +35,14 @@
 
 namespace shardsim::workloads {
 
+// Plausibility bounds of a model's sizes (validate_model; --scale says the
+// same): forty times the widest published dense model's hidden size
+// (25,600, the 1T GPT of Narayanan et al. 2021) and 64 times the largest
+// vocabulary in use (256K). Beyond them a step's time overflows the
+// simulated clock before any real model is near.
+inline constexpr std::int64_t kMaxModelWidth = std::int64_t{1} << 20;  // hidden and FFN sizes
+inline constexpr std::int64_t kMaxVocabulary = std::int64_t{1} << 24;
+
 enum class MlpKind { gelu, swiglu };
 enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { rotary, learned };

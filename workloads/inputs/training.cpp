@@ -16,7 +16,7 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
     reader.fail("sequence_length", std::to_string(training.sequence_length) + " tokens is implausibly long (at most 2^24)");
   }
   training.micro_batch_size = reader.positive_integer("micro_batch_size");
-  if (training.micro_batch_size > (1 << 20)) {
+  if (training.micro_batch_size > kMaxMicroBatchSize) {
     reader.fail("micro_batch_size", std::to_string(training.micro_batch_size) + " sequences is implausibly many (at most 2^20)");
   }
   auto batch = reader.object("global_batch");

@@ -48,6 +48,7 @@ enum class Recompute { none, selective, full };
 // Sixteen times the longest contexts trained on (about 1M tokens): beyond it
 // attention's time overflows the simulated clock before a real run is near.
 inline constexpr std::int64_t kMaxSequenceLength = std::int64_t{1} << 24;
+inline constexpr std::int64_t kMaxMicroBatchSize = std::int64_t{1} << 20;  // sequences
 
 // What selective recompute rebuilds in backward: Megatron-Core's
 // --recompute-modules (TransformerConfig.recompute_modules), by its names.
