@@ -110,7 +110,7 @@ TEST_CASE("every policy gathers each module before it runs and frees each gather
   const ModelSpec model = load_model("llama-7b");
   const std::vector<ModuleParameters> modules = model_modules(model);
   for (const bool full_recompute : {false, true}) {
-    const std::vector<FetchEntry> entries = micro_batch_entries(modules, model.layers, full_recompute);
+    const std::vector<FetchEntry> entries = micro_batch_entries(modules, model.layers, [full_recompute](int) { return full_recompute; });
     for (const double threshold : {0.0, 1e5, 1e8}) {
       const std::vector<double> elements = gathered_elements(modules, threshold);
       for (const FetchPolicy policy : {FetchPolicy::on_demand, FetchPolicy::layer_ahead, FetchPolicy::deepspeed}) {
@@ -127,7 +127,7 @@ TEST_CASE("every policy gathers each module before it runs and frees each gather
 TEST_CASE("gathered parameters at the peak: one module, two layers, or DeepSpeed's live limit", "[fetch]") {
   const ModelSpec model = load_model("llama-7b");
   const std::vector<ModuleParameters> modules = model_modules(model);
-  const std::vector<FetchEntry> entries = micro_batch_entries(modules, model.layers, false);
+  const std::vector<FetchEntry> entries = micro_batch_entries(modules, model.layers, [](int) { return false; });
   const std::vector<double> elements = gathered_elements(modules, 1e5);
   const auto peak = [&](FetchPolicy policy, FetchLimits limits) {
     return peak_gathered_bytes(entries, schedule_fetches(entries, elements, policy, limits), elements, unit_bytes(elements));

@@ -21,6 +21,8 @@ namespace {
 // all_to_all_stream: the MoE dispatch and combine, or DeepSpeed-Ulysses' exchanges (never both, plan.h).
 enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream, all_to_all_stream };
 
+constexpr double kFloat32Bytes = 4;
+
 class StepBuilder : OpWriter {
  public:
   StepBuilder(const StepConfig& config, Program& program)
@@ -28,7 +30,9 @@ class StepBuilder : OpWriter {
         config_(config),
         program_(program),
         n_(config.data_parallel),
-        e_(config.training.bytes_per_value) {}
+        e_(config.training.bytes_per_value),
+        g_(config.plan.reduce_dtype == GradientReduceDtype::fp32 ? kFloat32Bytes : e_),
+        per_parameter_copies_(behaviour_of(config.plan.system).per_parameter_copies) {}
 
   void build();
   const ShardingFactors& factors() const { return dense_.factors; }
@@ -90,6 +94,7 @@ class StepBuilder : OpWriter {
   void gather(std::size_t module, const std::string& prefix, int communicator_index, double group_size,
               std::vector<OpIndex> deps);
   void issue_gathers(std::size_t entry, const std::string& prefix);
+  void copy_out_gathered(std::size_t entry, const std::string& prefix);
   void free_gathered(std::size_t entry, const std::string& prefix);
   std::vector<OpIndex> gathers_of(std::size_t entry) const;
 
@@ -97,6 +102,8 @@ class StepBuilder : OpWriter {
   Program& program_;
   int n_;
   double e_;
+  double g_;  // bytes per gradient value as reduced (Plan::reduce_dtype)
+  bool per_parameter_copies_;  // FSDP2's copy-out after a gather and copy-in before a reduce-scatter
   StateGroup dense_, experts_;
   ExpertShardingFactors expert_factors_;
   std::optional<int> expert_parallel_;  // the MoE all-to-all communicator
@@ -120,6 +127,7 @@ class StepBuilder : OpWriter {
   ParameterFetches fetch_;                        // one micro-batch's gathers and frees (parameter_fetch.h)
   std::vector<double> gathered_bytes_;            // per module: what its live gather holds
   std::vector<std::optional<OpIndex>> gathered_;  // latest all-gather of each module in this micro-batch
+  std::vector<std::optional<OpIndex>> copied_out_;  // the gather each module's FSDP2 copy-out last followed
   std::vector<std::optional<OpIndex>> activation_alloc_;
   std::vector<std::size_t> bucket_;               // modules whose gradients wait to be reduced
   std::vector<OpIndex> last_reductions_;          // the optimizer waits for these
@@ -317,6 +325,25 @@ std::vector<OpIndex> StepBuilder::gathers_of(std::size_t t) const {
   return deps;
 }
 
+// FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
+// foreach_all_gather_copy_out): the module's pre-forward (or pre-backward)
+// hook waits for its gather, then split_with_sizes_copy moves the flat
+// all-gather output into the unsharded parameters on the compute stream:
+// each gathered value read and written once.
+void StepBuilder::copy_out_gathered(std::size_t t, const std::string& prefix) {
+  if (!per_parameter_copies_) return;
+  for (std::size_t m : fetch_.entries[t].modules) {
+    if (!gathered_[m] || copied_out_[m] == gathered_[m] || fetch_.elements[m] <= 0) continue;
+    KernelSpec copy;
+    copy.name = "gather." + modules_[m].name + ".copy_out";
+    copy.dtype = value_dtype(config_.training);
+    copy.flops = fetch_.elements[m];
+    copy.hbm_bytes = 2 * e_ * fetch_.elements[m];
+    kernel(copy, prefix + (fetch_.entries[t].backward ? "backward." : ""), {*gathered_[m]});
+    copied_out_[m] = gathered_[m];
+  }
+}
+
 void StepBuilder::forward(int micro_batch) {
   const std::string prefix = "mb" + std::to_string(micro_batch) + ".";
   std::fill(gathered_.begin(), gathered_.end(), std::nullopt);
@@ -324,6 +351,7 @@ void StepBuilder::forward(int micro_batch) {
     const std::size_t t = module;  // forward entries are the modules in order
     const ModuleWork& work = modules_[module];
     issue_gathers(t, prefix);
+    copy_out_gathered(t, prefix);
     std::vector<OpIndex> deps = gathers_of(t);
     if (micro_batch == 0 && update_at_start_ && update_of_module_[module]) deps.push_back(*update_of_module_[module]);
     activation_alloc_[module] = memory(prefix + work.name + ".activations.alloc", MemoryCategory::activations,
@@ -339,6 +367,7 @@ void StepBuilder::backward(int micro_batch, bool last) {
   for (std::size_t t = modules_.size(); t < fetch_.entries.size(); ++t) {
     const std::vector<std::size_t>& group = fetch_.entries[t].modules;
     issue_gathers(t, prefix);
+    copy_out_gathered(t, prefix);
     std::vector<OpIndex> deps = gathers_of(t);
     // Recompute (the whole layer under full recompute, a module's parts under
     // selective recompute), held until the group's backward is done.
@@ -351,7 +380,7 @@ void StepBuilder::backward(int micro_batch, bool last) {
       const ModuleWork& work = modules_[module];
       const std::string name = prefix + work.name + ".";
       if (states_of(module).factors.gradients > 1) {
-        memory(name + "gradient.alloc", MemoryCategory::communication_buffers, e_ * work.parameters, compute_stream);
+        memory(name + "gradient.alloc", MemoryCategory::communication_buffers, g_ * work.parameters, compute_stream);
       }
       run(work.recompute, name + "recompute.", deps, routed);
       run(work.backward, name, deps, routed);
@@ -373,7 +402,7 @@ void StepBuilder::backward(int micro_batch, bool last) {
       if (!bucket_.empty() && &states_of(bucket_.front()) != &states_of(module)) flush_gradient_bucket(micro_batch, last);
       bucket_.push_back(module);
       double bucket_bytes = 0;
-      for (std::size_t m : bucket_) bucket_bytes += e_ * modules_[m].parameters;
+      for (std::size_t m : bucket_) bucket_bytes += g_ * modules_[m].parameters;
       if (bucket_bytes >= config_.plan.buckets.reduce_bytes || module == 0) flush_gradient_bucket(micro_batch, last);
     }
     if (working > 0) memory(prefix + "recompute.free", MemoryCategory::activations, -working, compute_stream);
@@ -416,7 +445,7 @@ OpIndex StepBuilder::reduce_scatter_gradients(const std::string& name, const Sta
     const double covered = std::min(end, (owner + 1) * partition) - std::max(first, owner * partition);
     if (covered <= 0 && (done || owner > first_owner)) continue;  // a bucket without parameters still makes one call
     done = collective(name + ".reduce_to" + std::to_string(owner), CollectiveOp::reduce, communicator,
-                      e_ * std::max(covered, 0.0), stream, done ? std::vector<OpIndex>{} : std::exchange(deps, {}), owner);
+                      g_ * std::max(covered, 0.0), stream, done ? std::vector<OpIndex>{} : std::exchange(deps, {}), owner);
   }
   return *done;
 }
@@ -438,7 +467,7 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   const Plan& plan = config_.plan;
   std::vector<std::size_t> modules = std::exchange(bucket_, {});
   double bytes = 0;
-  for (std::size_t m : modules) bytes += e_ * modules_[m].parameters;
+  for (std::size_t m : modules) bytes += g_ * modules_[m].parameters;
   const std::string name = "mb" + std::to_string(micro_batch) + ".grad." + modules_[modules.front()].name +
                            (modules.size() > 1 ? "+" : "");
   const StateGroup& states = states_of(modules.front());
@@ -448,10 +477,21 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
   std::optional<OpIndex> done;
   std::optional<int> buffer_stream;
   if (comms.parameters && qgz_ && &states == &dense_) {
-    done = quantized_reduce(name, bytes / e_, after_last_compute());
+    done = quantized_reduce(name, bytes / g_, after_last_compute());
     buffer_stream = reduce_stream;
     if (!overlap || plan.as_implemented) blocking_.push_back(*done);
   } else if (comms.parameters) {
+    if (per_parameter_copies_) {
+      // FSDP2's foreach_reduce: the gradients chunk-cat into one flat
+      // reduce-scatter input, cast to the reduce dtype, on the compute
+      // stream, before the reduce-scatter stream takes it.
+      KernelSpec copy;
+      copy.name = "grad.copy_in";
+      copy.dtype = value_dtype(config_.training);
+      copy.flops = bytes / g_;
+      copy.hbm_bytes = (e_ + g_) * bytes / g_;
+      kernel(copy, name + ".", {});
+    }
     done = collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, *comms.parameters, bytes, reduce_stream,
                       after_last_compute());
     buffer_stream = reduce_stream;
@@ -519,7 +559,7 @@ void StepBuilder::build() {
   const int u = c.plan.model_parallel.ulysses;
   ulysses_ = communicator("ulysses", u, [u](int r) { return r / u; });
   qgz_ = two_hop_groups("qgz_", c.plan.quantized_gradients, n_);
-  modules_ = transformer_modules(c.model, c.training, c.plan.model_parallel, c.plan.experts);
+  modules_ = transformer_modules(c.model, c.training, c.plan.model_parallel, c.plan.experts, c.plan.kernels);
   for (std::size_t module = 0; module < modules_.size(); ++module) {
     StateGroup& states = &states_of(module) == &dense_ ? dense_ : experts_;
     module_offset_.push_back(states.parameters);
@@ -527,6 +567,7 @@ void StepBuilder::build() {
   }
   update_of_module_.assign(modules_.size(), std::nullopt);
   gathered_.assign(modules_.size(), std::nullopt);
+  copied_out_.assign(modules_.size(), std::nullopt);
   activation_alloc_.assign(modules_.size(), std::nullopt);
   set_resident_memory();
   schedule_parameter_fetches();
@@ -545,7 +586,7 @@ void StepBuilder::build() {
   // Replica reductions held back until the backward is over.
   for (const DeferredBucket& bucket : deferred_buckets_) {
     double bytes = 0;
-    for (std::size_t m : bucket.modules) bytes += e_ * modules_[m].parameters;
+    for (std::size_t m : bucket.modules) bytes += g_ * modules_[m].parameters;
     const std::string name = "grad." + modules_[bucket.modules.front()].name + (bucket.modules.size() > 1 ? "+" : "");
     std::vector<OpIndex> deps = after_last_compute();
     if (bucket.after) deps.push_back(*bucket.after);
@@ -556,11 +597,14 @@ void StepBuilder::build() {
   }
   // This rank's optimizer shard: of the dense states, and of its experts' under expert parallelism.
   const double shard = dense_.parameters / dense_.factors.optimizer + experts_.parameters / experts_.factors.optimizer;
-  // Gradients were reduced in the training dtype; ZeRO frees them rather than zeroing a buffer.
+  // Gradients were reduced in the plan's reduce dtype; ZeRO and FSDP free
+  // them rather than zeroing a buffer. Eager plans run torch.optim's foreach
+  // AdamW as torchtitan does.
   const OpIndex optimizer = kernel(optimizer_step({.shard_parameters = shard,
-                                                    .gradient_bytes_per_value = e_,
+                                                    .gradient_bytes_per_value = g_,
                                                     .weight_bytes_per_value = e_,
-                                                    .loss_scaling = config_.training.fp16}),
+                                                    .loss_scaling = config_.training.fp16,
+                                                    .torch_foreach = config_.plan.kernels == KernelImplementation::eager}),
                                    "", last_reductions_);
   if (!update_at_start_) emit_parameter_update({optimizer});
   // DeepSpeed ZeRO-3 gathers the updated persistent parameters at the end of
@@ -578,7 +622,8 @@ void StepBuilder::schedule_parameter_fetches() {
   fetch_ = plan_parameter_fetches(
       gathered_modules(std::vector<ModuleParameters>(modules_.begin(), modules_.end()), config_.plan,
                        experts_.factors.parameters),
-      config_.model.head_layer(), config_.training.recompute == Recompute::full, config_.plan, e_, sharded);
+      config_.model.head_layer(),
+      [this](int layer) { return config_.training.reruns_whole_layer(layer); }, config_.plan, e_, sharded);
   gathered_bytes_.assign(modules_.size(), 0.0);
   if (sharded) {
     program_.programs.front().resident_bytes[static_cast<std::size_t>(MemoryCategory::gathered_parameters)] =

@@ -140,7 +140,7 @@ ModelParallelPartition partition_model(const StepConfig& config) {
                       "full recompute cannot run with the plan's experts.overlap_expert_parallel_comm (Megatron-Core "
                       "asserts it): use none or selective");
   }
-  partition.modules = transformer_modules(model, config.training, mp, config.plan.experts);
+  partition.modules = transformer_modules(model, config.training, mp, config.plan.experts, config.plan.kernels);
   // Megatron-LM keeps bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32
   // is forced on for bf16); fp16 gradients stay fp16. ZeRO keeps them in the
   // training dtype.

@@ -82,8 +82,30 @@ const CompilerEntry& compiler_of(const Plan& plan) {
 
 }  // namespace
 
+namespace {
+
+// torchtitan's recompute options are compiled where torchtitan runs them,
+// on the data-parallel systems: a pipeline stage groups its layers'
+// rebuilds as Megatron-LM's full or selective recompute does.
+void check_recompute_for_pipelines(const StepConfig& config) {
+  if (!behaviour_of(config.plan.system).pipelines()) return;
+  if (config.training.recompute == Recompute::ops) {
+    throw_input_error(config.training_file, "recompute",
+                      "\"ops\" (torchtitan's policy) is compiled for the data-parallel systems, not for " +
+                          to_string(config.plan.system) + "'s pipeline stages");
+  }
+  if (config.training.recompute_interval > 1) {
+    throw_input_error(config.training_file, "recompute_interval",
+                      "is compiled for the data-parallel systems, not for " + to_string(config.plan.system) +
+                          "'s pipeline stages (Megatron-LM's --recompute-num-layers is not modelled)");
+  }
+}
+
+}  // namespace
+
 Program compile(const StepConfig& config) {
   check_step_work(config);
+  check_recompute_for_pipelines(config);
   return compiler_of(config.plan).compile(config);
 }
 
@@ -104,7 +126,10 @@ void check_step_work(const StepConfig& config) {
   }
 }
 
-StepMemory estimate_step_memory(const StepConfig& config) { return compiler_of(config.plan).memory(config); }
+StepMemory estimate_step_memory(const StepConfig& config) {
+  check_recompute_for_pipelines(config);
+  return compiler_of(config.plan).memory(config);
+}
 
 nlohmann::json step_description(const StepConfig& config, const ShardingFactors& factors, std::int64_t micro_batches) {
   nlohmann::json description = {

@@ -217,6 +217,22 @@ void read_quantization(JsonObjectReader& reader, Plan& plan, const SystemBehavio
   }
 }
 
+// The framework's kernels and the gradients' reduce dtype.
+void read_implementation(JsonObjectReader& reader, Plan& plan, const SystemBehaviour& behaviour) {
+  plan.kernels = behaviour.eager_kernels_by_default ? KernelImplementation::eager : KernelImplementation::fused;
+  if (reader.has("kernels")) {
+    plan.kernels = reader.choice("kernels", {"fused", "eager"}) == "eager" ? KernelImplementation::eager
+                                                                           : KernelImplementation::fused;
+  }
+  if (!reader.has("reduce_dtype")) return;
+  if (behaviour.compiler != StepCompiler::data_parallel) {
+    reader.fail("reduce_dtype", "is read for the data-parallel systems; Megatron-LM and ZeroPP reduce as their "
+                                "compilers say");
+  }
+  plan.reduce_dtype = reader.choice("reduce_dtype", {"training", "fp32"}) == "fp32" ? GradientReduceDtype::fp32
+                                                                                     : GradientReduceDtype::training;
+}
+
 // The factors Megatron-LM and ZeroPP can take, and ZeroPP's required block.
 void check_factors_of_pipelines(const JsonObjectReader& reader, const Plan& plan, const SystemBehaviour& behaviour) {
   const FactorSpec& f = plan.factors;
@@ -270,6 +286,7 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   plan.multi_rank_bucketing = reader.boolean("multi_rank_bucketing");
   plan.flat_all_gather = reader.boolean("flat_all_gather");
   read_quantization(reader, plan, behaviour);
+  read_implementation(reader, plan, behaviour);
   check_factors_of_pipelines(reader, plan, behaviour);
   if (reader.has("model_parallel")) read_model_parallel(reader, plan, behaviour);
   if (reader.has("experts")) plan.experts = read_experts(reader.object("experts"));
@@ -277,6 +294,10 @@ Plan parse_plan(const nlohmann::json& document, const std::string& file) {
   plan.sources = reader.string_list("sources");
   reader.finish();
   return plan;
+}
+
+std::string to_string(KernelImplementation kernels) {
+  return kernels == KernelImplementation::eager ? "eager" : "fused";
 }
 
 Plan load_plan(const std::string& file_or_preset) {

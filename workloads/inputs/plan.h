@@ -115,6 +115,19 @@ struct ExpertParallelism {
   bool delay_wgrad_compute = false;
 };
 
+// How the framework writes a layer's kernels (transformer_kernels.h): a
+// plan file's "kernels", else its system's default (sharding_systems.h).
+enum class KernelImplementation : std::uint8_t {
+  fused,  // Megatron-Core with Transformer Engine: fused QKV and gate/up GEMMs, fused RoPE, SwiGLU, cross-entropy
+  eager,  // PyTorch eager modules as torchtitan's Llama writes them: a kernel per op
+};
+std::string to_string(KernelImplementation kernels);
+
+// The dtype gradients are reduced in: the training's (bf16/fp16), or fp32
+// (PyTorch FSDP's MixedPrecisionPolicy(reduce_dtype=torch.float32), as
+// torchtitan sets it).
+enum class GradientReduceDtype : std::uint8_t { training, fp32 };
+
 struct Plan {
   std::string name;
   ShardingSystem system = ShardingSystem::zero;
@@ -130,6 +143,8 @@ struct Plan {
   bool flat_all_gather = false;       // ZeRO-1/2: the updated parameters in one gather, not in buckets
   bool quantized_weights = false;    // ZeRO++ qwZ
   bool quantized_gradients = false;  // ZeRO++ qgZ
+  KernelImplementation kernels = KernelImplementation::fused;
+  GradientReduceDtype reduce_dtype = GradientReduceDtype::training;  // data-parallel systems
   ModelParallelism model_parallel;
   ExpertParallelism experts;
   std::vector<std::string> sources;

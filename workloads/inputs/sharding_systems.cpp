@@ -30,6 +30,9 @@ std::vector<ShardingSystemRecord> make_registry() {
   SystemBehaviour zero_plus_plus = deepspeed_stage_3();
   zero_plus_plus.secondary_parameter_copy = true;
   zero_plus_plus.quantized_communication = true;
+  SystemBehaviour fsdp;
+  fsdp.per_parameter_copies = true;
+  fsdp.eager_kernels_by_default = true;
   SystemBehaviour amsp;
   amsp.whole_module_updates = true;
   SystemBehaviour megatron;
@@ -40,7 +43,7 @@ std::vector<ShardingSystemRecord> make_registry() {
 
   return {
       {ShardingSystem::zero, "zero", "DeepSpeed ZeRO", zero, {"named", {"zero0", "zero1", "zero2", "zero3"}, {}}},
-      {ShardingSystem::fsdp, "fsdp", "PyTorch FSDP", SystemBehaviour{},
+      {ShardingSystem::fsdp, "fsdp", "PyTorch FSDP", fsdp,
        {"named", {"fsdp-full-shard", "fsdp-shard-grad-op"}, {{"fsdp-hybrid-8", "fsdp-hybrid-{k}"}}}},
       {ShardingSystem::mics, "mics", "MiCS", mics, {"named", {}, {{"mics-8", "mics-{k}"}}}},
       {ShardingSystem::zero_plus_plus, "zeropp", "ZeRO++", zero_plus_plus,

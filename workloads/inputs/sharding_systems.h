@@ -64,6 +64,15 @@ struct SystemBehaviour {
   bool secondary_parameter_copy = false;
   bool hierarchical_parameter_gather = false;
   bool quantized_communication = false;
+  // PyTorch FSDP2 (fully_shard; torchtitan's): each parameter sharded on its
+  // own, so a gather is copied out of the flat all-gather output into the
+  // unsharded parameters and gradients are copied into a flat reduce-scatter
+  // input, both on the compute stream (data_parallel_step.h).
+  bool per_parameter_copies = false;
+  // The kernels a plan of this system runs unless it names them: what its
+  // users run (PyTorch FSDP: eager modules, as torchtitan; the others:
+  // Megatron-style fused kernels).
+  bool eager_kernels_by_default = false;
 
   // Megatron-LM and ZeroPP: stages of layers, each on its own GPUs.
   bool pipelines() const { return compiler != StepCompiler::data_parallel; }

@@ -37,8 +37,22 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
   batch.finish();
   training.fp16 = reader.choice("precision", {"bf16", "fp16"}) == "fp16";
   training.fp8_gemms = reader.boolean("fp8_gemms");
-  const std::string recompute = reader.choice("recompute", {"none", "selective", "full"});
-  training.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
+  const std::string recompute = reader.choice("recompute", {"none", "selective", "full", "ops"});
+  training.recompute = recompute == "full"        ? Recompute::full
+                       : recompute == "selective" ? Recompute::selective
+                       : recompute == "ops"       ? Recompute::ops
+                                                  : Recompute::none;
+  if (reader.has("recompute_interval")) {
+    if (training.recompute != Recompute::full) {
+      reader.fail("recompute_interval", "says which layers full recompute rebuilds, but recompute is \"" + recompute + "\"");
+    }
+    const std::int64_t interval = reader.positive_integer("recompute_interval");
+    if (interval > kMaxRecomputeInterval) {
+      reader.fail("recompute_interval", "at most " + std::to_string(kMaxRecomputeInterval) + " (one layer in so many), got " +
+                                            std::to_string(interval));
+    }
+    training.recompute_interval = static_cast<int>(interval);
+  }
   if (reader.has("recompute_modules")) {
     if (training.recompute != Recompute::selective) {
       reader.fail("recompute_modules",
@@ -49,6 +63,10 @@ TrainingConfig parse_training_config(const nlohmann::json& document, const std::
     if (!problem.empty()) reader.fail("recompute_modules", problem);
   }
   training.flash_attention = reader.boolean("flash_attention");
+  if (training.recompute == Recompute::ops && !training.flash_attention) {
+    reader.fail("recompute", "\"ops\" keeps the fused attention's output (torchtitan's policy lists the flash and "
+                             "efficient SDPA kernels): it needs flash_attention true");
+  }
   if (reader.has("attention_kernel")) {
     const std::string name = reader.string("attention_kernel");
     const std::optional<AttentionKernel> kernel = find_flash_attention(name);
@@ -146,6 +164,9 @@ std::string recompute_module_names(const RecomputeModules& modules) {
 
 std::string recompute_label(const TrainingConfig& training) {
   std::string label = to_string(training.recompute);
+  if (training.recompute == Recompute::full && training.recompute_interval > 1) {
+    label += " (every " + std::to_string(training.recompute_interval) + " layers)";
+  }
   if (training.recompute == Recompute::selective && !(training.recompute_modules == RecomputeModules{})) {
     const std::string names = recompute_module_names(training.recompute_modules);
     label += " (" + (names.empty() ? std::string("no modules") : names) + ")";
@@ -158,6 +179,7 @@ std::string to_string(Recompute recompute) {
     case Recompute::none: return "none";
     case Recompute::selective: return "selective";
     case Recompute::full: return "full";
+    case Recompute::ops: return "ops";
   }
   return "?";
 }

@@ -5,6 +5,7 @@
 //    "precision": "bf16", "fp8_gemms": false,
 //    "recompute": "none", "flash_attention": true,
 //    "recompute_modules": ["core_attn"],               (optional; selective only)
+//    "recompute_interval": 2,                          (optional; full only)
 //    "attention_kernel": "flash_attention_2",         (optional)
 //    "dropout": {"attention": 0.1, "hidden": 0.1}}     (optional; none if absent)
 //
@@ -14,7 +15,18 @@
 // "selective" recomputes parts of each layer, by default the attention core
 // (Korthikanti et al. 2022), or those recompute_modules names with
 // Megatron-Core's --recompute-modules names (RecomputeModules below);
-// "full" keeps only each layer's input and recomputes the layer in backward.
+// "full" keeps only each layer's input and recomputes the layer in backward;
+// with recompute_interval k only every k-th layer (the k-th, 2k-th, ...), the
+// others keeping everything: torchtitan's "selective layer" checkpointing
+// (selective_ac_option k; torchtitan/parallelisms/parallelize_llama.py at
+// 157a12c5, checkpoint_wrapper, which wraps the blocks whose count, from 1,
+// k divides). "ops" is torchtitan's "selective op" checkpointing (the same
+// file, _custom_policy): each layer is checkpointed whole, but the outputs of
+// its matrix multiplies (aten.mm) are kept, save every second one in
+// forward order, and those of the fused attention; everything else is
+// rerun in backward (in a LLaMA layer: the norms, rotary embedding, the
+// SwiGLU's element-wise ops, the residual adds, and the wk, wo and w3
+// GEMMs). It needs flash_attention, the kernel whose output it keeps.
 // attention_kernel names the FlashAttention generation that runs,
 // "flash_attention_2" or "flash_attention_3" (Hopper only), priced at the
 // efficiency the profile gives it (compute.attention_kernels); without it,
@@ -43,12 +55,13 @@
 
 namespace shardsim::workloads {
 
-enum class Recompute { none, selective, full };
+enum class Recompute { none, selective, full, ops };
 
 // Sixteen times the longest contexts trained on (about 1M tokens): beyond it
 // attention's time overflows the simulated clock before a real run is near.
 inline constexpr std::int64_t kMaxSequenceLength = std::int64_t{1} << 24;
 inline constexpr std::int64_t kMaxMicroBatchSize = std::int64_t{1} << 20;  // sequences
+inline constexpr std::int64_t kMaxRecomputeInterval = 1 << 20;              // layers
 
 // What selective recompute rebuilds in backward: Megatron-Core's
 // --recompute-modules (TransformerConfig.recompute_modules), by its names.
@@ -109,6 +122,7 @@ struct TrainingConfig {
   bool fp8_gemms = false;
   Recompute recompute = Recompute::none;
   RecomputeModules recompute_modules;  // read under selective recompute only
+  int recompute_interval = 1;          // full recompute: every k-th layer
   bool flash_attention = true;
   AttentionKernel attention_kernel = AttentionKernel::profile;  // with flash_attention
   double attention_dropout = 0;  // probability, in [0, 1)
@@ -118,6 +132,13 @@ struct TrainingConfig {
   bool recomputes(bool RecomputeModules::*part) const {
     return recompute == Recompute::selective && recompute_modules.*part;
   }
+  // Whether full recompute rebuilds decoder layer `layer` (from 0) whole.
+  bool rebuilds_layer(int layer) const {
+    return recompute == Recompute::full && (layer + 1) % recompute_interval == 0;
+  }
+  // Whether decoder layer `layer` reruns forward work in backward before its
+  // last module's backward: rebuilt whole, or under the ops policy.
+  bool reruns_whole_layer(int layer) const { return rebuilds_layer(layer) || recompute == Recompute::ops; }
   bool drops_attention() const { return attention_dropout > 0; }
   bool drops_hidden() const { return hidden_dropout > 0; }
 

@@ -25,6 +25,12 @@ KernelSpec elementwise(const std::string& name, const LayerShapes& x, double val
   return spec;
 }
 
+KernelSpec memory_pass(const std::string& name, const LayerShapes& x, double values, double bytes_per_value) {
+  KernelSpec spec = elementwise(name, x, values);
+  spec.hbm_bytes = bytes_per_value * values;
+  return spec;
+}
+
 KernelSpec masked_dropout(const std::string& name, const LayerShapes& x, double values) {
   KernelSpec spec = elementwise(name, x, 2 * values);
   spec.hbm_bytes += kDropoutMaskBytesPerValue * values;

@@ -40,6 +40,11 @@ KernelSpec grouped_gemm(const std::string& name, const LayerShapes& x, double ex
 // A memory-bound pass moving `values_moved` values (reads and writes).
 KernelSpec elementwise(const std::string& name, const LayerShapes& x, double values_moved);
 
+// A memory-bound pass over `values` values that moves `bytes_per_value`
+// bytes for each (what it reads and writes, in whatever dtypes): eager
+// PyTorch's casts and complex products.
+KernelSpec memory_pass(const std::string& name, const LayerShapes& x, double values, double bytes_per_value);
+
 // Dropout over `values` values on its own: forward reads them and writes
 // them and a one-byte mask; backward reads the gradient and the mask and
 // writes the gradient. Both move (2 e + 1) bytes per value.

@@ -66,6 +66,19 @@ void require_model_parallel_split(const ModelSpec& model, const TrainingConfig& 
   }
 }
 
+void require_kernel_implementation(const ModelSpec& model, const TrainingConfig& training,
+                                   const ModelParallelism& parallel, KernelImplementation kernels) {
+  if (kernels == KernelImplementation::eager && (parallel.tensor > 1 || parallel.context > 1)) {
+    throw InputError(model.name + ": eager kernels are compiled without tensor or context parallelism (tensor " +
+                     std::to_string(parallel.tensor) + ", context " + std::to_string(parallel.context) +
+                     "); use \"kernels\": \"fused\"");
+  }
+  if (training.recompute == Recompute::ops && (model.has_mla || model.has_moe)) {
+    throw InputError(model.name + ": recompute \"ops\" (torchtitan's policy) is modelled for dense layers without "
+                     "multi-head latent attention");
+  }
+}
+
 std::string sequence_split_problem(std::int64_t sequence_length, const ModelParallelism& parallel) {
   const int t = parallel.tensor, u = parallel.ulysses, c = parallel.context;
   const SplitCount sequence{"sequence_length", sequence_length};
@@ -97,6 +110,11 @@ double optimizer_bytes_per_parameter(const OptimizerStep& step) {
   constexpr double kFusedAdam = 28;   // read gradient, master, m, v; write master, m, v
   const double g = step.gradient_bytes_per_value;
   const double to_main_gradients = g < kMainBytes ? g + kMainBytes : 0;
+  if (step.torch_foreach) {
+    constexpr double kForeachAdamW = 80;  // the eight passes above
+    constexpr double kClipGradNorm = 12;  // the norm's read, the scaling's read and write
+    return to_main_gradients + kClipGradNorm + kForeachAdamW;
+  }
   const double unscale = step.loss_scaling ? 2 * kMainBytes : 0;
   const double norm = kMainBytes;
   const double to_model_weights = kMainBytes + step.weight_bytes_per_value;

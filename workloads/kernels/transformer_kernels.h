@@ -83,6 +83,27 @@
 // them.
 // These calls, and the MoE all-to-alls, sit in the kernel lists as entries of
 // their own.
+//
+// Two implementations of the same layer (Plan::kernels). "fused" is the
+// above: Megatron-Core with Transformer Engine, QKV and gate/up each one
+// GEMM, rotary embedding, SwiGLU and the cross-entropy each one kernel.
+// "eager" is PyTorch's eager modules, a kernel per op, as torchtitan's Llama
+// writes them (torchtitan/models/llama/model.py at 157a12c5, the code behind
+// its published FSDP2 runs; RMSNorm its Triton fused_rmsnorm, one kernel each
+// way, as its configs set norm_type): wq, wk, wv and w1, w3 as separate
+// GEMMs whose input gradients autograd sums (an add of T h values read
+// twice and written once per extra use); the rotary embedding through
+// complex64, three passes over each of q and k each way (x.float(), the
+// complex product, .type_as); keys and values copied to every query head
+// (repeat_kv) when there are fewer key/value heads, and the sum back in
+// backward; SiLU and the product as two kernels (T f values: 2 and 3 in
+// forward; the product's two gradients and SiLU's backward, 3 each, in
+// backward); F.cross_entropy on the bf16 logits (log_softmax, 2 e V per
+// token; backward the NLL gradient written, e V, and log_softmax's backward,
+// 3 e V). Residual adds, the attention core and the embedding are as fused.
+// Eager covers dense attention and MLPs; MLA and MoE blocks keep their
+// fused lists. It is compiled without tensor or context parallelism
+// (torchtitan's DTensor tensor parallelism is not modelled).
 #pragma once
 
 #include "workloads/inputs/model.h"
@@ -164,7 +185,13 @@ struct ModuleWork : ModuleParameters {
 // positions whole, every other tensor 1/t; routed experts E / ep of them).
 // Throws InputError as require_model_parallel_split does.
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+                                            const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {},
+                                            KernelImplementation kernels = KernelImplementation::fused);
+
+// Throws InputError (naming the model) for eager kernels under tensor or
+// context parallelism, and the "ops" recompute policy on MLA or MoE layers.
+void require_kernel_implementation(const ModelSpec& model, const TrainingConfig& training,
+                                   const ModelParallelism& parallel, KernelImplementation kernels);
 
 // Throws InputError (naming the model) for MLA models under Ulysses, or
 // under tensor parallelism without sequence parallelism, MoE models under
@@ -201,12 +228,24 @@ Op kernel_op(const KernelSpec& spec, int stream);
 // first, which is not counted either). Megatron-LM also zeroes its
 // contiguous gradient buffers for the next step (zero_grad_buffer, the whole
 // buffer, not the shard); DeepSpeed and FSDP free gradients instead.
+// PyTorch's own optimizer as torchtitan runs it (torch_foreach: AdamW with
+// foreach=True, torch/optim/adamw.py _multi_tensor_adamw) works on the fp32
+// parameters FSDP2 shards, with no master copy, in eight multi-tensor passes:
+//   weight decay (mul_)         read 4, write 4
+//   first moment (lerp_)        read 8, write 4
+//   second moment (mul_, addcmul_)  read 4 + 8, write 4 + 4
+//   sqrt, div_, add_ (eps)      read 4 each, write 4 each
+//   addcdiv_ into the parameter read 12, write 4
+// 80 bytes a parameter, after clip_grad_norm_(foreach=True), which reads the
+// gradients for their norm and always scales them (read 4, write 4; torch
+// multiplies by the clamped coefficient whether or not it clips).
 struct OptimizerStep {
   double shard_parameters = 0;          // this GPU's optimizer shard
   double gradient_bytes_per_value = 2;  // as reduced: fp32 (Megatron-LM, bf16) or the training dtype
   double weight_bytes_per_value = 2;    // the model's bf16 / fp16 weights
   bool loss_scaling = false;            // fp16
   double zeroed_gradient_bytes = 0;     // gradient buffers zeroed for the next step
+  bool torch_foreach = false;           // torch.optim's multi-tensor AdamW on fp32 parameters
 };
 
 // Bytes the step moves per parameter of the shard (the zeroing aside).

@@ -134,11 +134,13 @@ LayerShapes attention_core_shapes(const LayerShapes& x, int u) {
 class ModuleListBuilder {
  public:
   ModuleListBuilder(const ModelSpec& model, const TrainingConfig& training, const ModelParallelism& parallel,
-                    const ExpertParallelism& experts)
+                    const ExpertParallelism& experts, KernelImplementation kernels)
       : model_(model),
         training_(training),
         parallel_(parallel),
         experts_(experts),
+        kernels_(kernels),
+        eager_(kernels == KernelImplementation::eager),
         x_(gpu_layer_shapes(model, training, parallel)),
         core_(attention_core_shapes(x_, parallel.ulysses)),
         linear_(x_, parallel),
@@ -189,6 +191,11 @@ class ModuleListBuilder {
   void attention(ModuleWork& attention, const std::vector<KernelSpec>& core_forward,
                  const std::vector<KernelSpec>& core_backward, std::size_t& up_begin, std::size_t& up_end) const;
   void dense_mlp(ModuleWork& mlp) const;
+  void eager_swiglu(ModuleWork& mlp) const;
+  void eager_projections(std::vector<KernelSpec>& forward, bool rotary) const;
+  void eager_projections_backward(std::vector<KernelSpec>& backward, bool rotary) const;
+  void eager_rotary(std::vector<KernelSpec>& list, const std::string& name, double width) const;
+  void rerun_unkept_ops(ModuleWork& attention, std::vector<ModuleWork>& feed_forward, double layer_activations) const;
   // MLA's widths per token on this GPU: the query and key-value latents, the
   // rotary key, the rotary part of each of this GPU's heads' queries and of
   // their keys (the shared rotary key repeated), and what the key-value
@@ -213,6 +220,8 @@ class ModuleListBuilder {
   const TrainingConfig& training_;
   const ModelParallelism& parallel_;
   const ExpertParallelism& experts_;
+  const KernelImplementation kernels_;
+  const bool eager_;
   const LayerShapes x_;
   const LayerShapes core_;
   const TensorParallelGemms linear_;  // the linear layers and the calls around them
@@ -247,6 +256,10 @@ ModuleWork ModuleListBuilder::embedding() {
 void ModuleListBuilder::dense_mlp(ModuleWork& mlp) const {
   const LayerShapes& x = x_;
   const bool swiglu = model_.mlp == MlpKind::swiglu;
+  if (eager_ && swiglu) {
+    eager_swiglu(mlp);
+    return;
+  }
   const double first_out = swiglu ? 2 * x.ffn : x.ffn;
   const std::string first = swiglu ? "gate_up" : "up";
   mlp.forward.push_back(elementwise("mlp_norm", x, 2 * local_tokens_ * h_));
@@ -259,6 +272,109 @@ void ModuleListBuilder::dense_mlp(ModuleWork& mlp) const {
   mlp.backward.push_back(elementwise(swiglu ? "swiglu.backward" : "gelu.backward", x, (swiglu ? 5 : 3) * T_ * x.ffn));
   linear_.column_backward(mlp.backward, first, h_, first_out);
   mlp.backward.push_back(waiting_for_call(elementwise("mlp_norm.backward", x, 3 * local_tokens_ * h_), after_combine_));
+}
+
+// torchtitan's FeedForward (torchtitan/models/llama/model.py at 157a12c5):
+// w2(silu(w1(x)) * w3(x)), each op its own kernel. Backward: MulBackward's
+// two products, SiLU's backward, and the two input gradients of the norm's
+// output (from w1 and w3) summed by autograd.
+void ModuleListBuilder::eager_swiglu(ModuleWork& mlp) const {
+  const LayerShapes& x = x_;
+  const double T = T_, h = h_, f = x.ffn;
+  mlp.forward.push_back(elementwise("mlp_norm", x, 2 * T * h));
+  mlp.forward.push_back(gemm("w1", x, T, f, h));
+  mlp.forward.push_back(elementwise("silu", x, 2 * T * f));
+  mlp.forward.push_back(gemm("w3", x, T, f, h));
+  mlp.forward.push_back(elementwise("swiglu.mul", x, 3 * T * f));
+  mlp.forward.push_back(gemm("w2", x, T, h, f));
+  mlp.forward.push_back(residual_add("residual", x, T * h));
+  mlp.backward.push_back(residual_add("residual.backward", x, T * h));
+  mlp.backward.push_back(gemm("w2.dgrad", x, T, f, h));
+  mlp.backward.push_back(weight_half(gemm("w2.wgrad", x, f, h, T)));
+  mlp.backward.push_back(elementwise("swiglu.mul.backward.gate", x, 3 * T * f));
+  mlp.backward.push_back(elementwise("swiglu.mul.backward.up", x, 3 * T * f));
+  mlp.backward.push_back(gemm("w3.dgrad", x, T, h, f));
+  mlp.backward.push_back(weight_half(gemm("w3.wgrad", x, h, f, T)));
+  mlp.backward.push_back(elementwise("silu.backward", x, 3 * T * f));
+  mlp.backward.push_back(gemm("w1.dgrad", x, T, h, f));
+  mlp.backward.push_back(weight_half(gemm("w1.wgrad", x, h, f, T)));
+  mlp.backward.push_back(elementwise("mlp_norm.output_gradient.add", x, 3 * T * h));
+  mlp.backward.push_back(elementwise("mlp_norm.backward", x, 3 * T * h));
+}
+
+// torchtitan's apply_rotary_emb on one tensor of `width` values per token:
+// x.float() (read e, write 4 bytes a value), the complex64 product with the
+// frequencies (4 in, 4 out; the s x head_dim/2 frequencies, broadcast over
+// the batch and heads, are not counted), .type_as(x) back (4 in, e out).
+// Its backward is the same three passes: the gradient to fp32, the product
+// with the conjugate frequencies, back to the training dtype.
+void ModuleListBuilder::eager_rotary(std::vector<KernelSpec>& list, const std::string& name, double width) const {
+  const double values = T_ * width, e = x_.e;
+  constexpr double kFloat32Bytes = 4;
+  list.push_back(memory_pass(name + ".upcast", x_, values, e + kFloat32Bytes));
+  list.push_back(memory_pass(name + ".multiply", x_, values, 2 * kFloat32Bytes));
+  list.push_back(memory_pass(name + ".downcast", x_, values, kFloat32Bytes + e));
+}
+
+// torchtitan's Attention.forward up to the attention core: wq, wk and wv as
+// three GEMMs, the rotary embedding of queries and keys, and repeat_kv,
+// whose expand + reshape copies keys and values to every query head when
+// there are fewer key/value heads (the transposes SDPA takes are views).
+void ModuleListBuilder::eager_projections(std::vector<KernelSpec>& forward, bool rotary) const {
+  const LayerShapes& x = x_;
+  forward.push_back(gemm("wq", x, T_, x.query, h_));
+  forward.push_back(gemm("wk", x, T_, x.kv, h_));
+  forward.push_back(gemm("wv", x, T_, x.value, h_));
+  if (rotary) {
+    eager_rotary(forward, "rotary.q", x.query);
+    eager_rotary(forward, "rotary.k", x.kv);
+  }
+  if (x.kv < x.query) {
+    forward.push_back(elementwise("repeat_kv.k", x, T_ * (x.kv + x.query)));
+    forward.push_back(elementwise("repeat_kv.v", x, T_ * (x.value + x.context)));
+  }
+}
+
+// The backward of eager_projections: repeat_kv's gradient summed over the
+// copies of each head, the rotary backward, and each projection's GEMMs, the
+// three input gradients of the norm's output summed by autograd (two adds).
+void ModuleListBuilder::eager_projections_backward(std::vector<KernelSpec>& backward, bool rotary) const {
+  const LayerShapes& x = x_;
+  if (x.kv < x.query) {
+    backward.push_back(elementwise("repeat_kv.v.backward", x, T_ * (x.context + x.value)));
+    backward.push_back(elementwise("repeat_kv.k.backward", x, T_ * (x.query + x.kv)));
+  }
+  if (rotary) {
+    eager_rotary(backward, "rotary.k.backward", x.kv);
+    eager_rotary(backward, "rotary.q.backward", x.query);
+  }
+  for (const auto& [name, width] : {std::pair{"wv", x.value}, std::pair{"wk", x.kv}, std::pair{"wq", x.query}}) {
+    backward.push_back(gemm(std::string(name) + ".dgrad", x, T_, h_, width));
+    backward.push_back(weight_half(gemm(std::string(name) + ".wgrad", x, h_, width, T_)));
+    if (std::string(name) != "wv") backward.push_back(elementwise("attention_norm.output_gradient.add", x, 3 * T_ * h_));
+  }
+}
+
+// torchtitan's "ops" policy (training.h): the layer's forward kernels rerun
+// in backward, but the GEMMs it keeps (the odd ones in forward order) and
+// the fused attention, before the backward of the layer's last module.
+void ModuleListBuilder::rerun_unkept_ops(ModuleWork& attention, std::vector<ModuleWork>& feed_forward,
+                                         double layer_activations) const {
+  ModuleWork& first_backward = feed_forward.back();
+  int gemms = 0;
+  const auto rerun_from = [&](const std::vector<KernelSpec>& forward) {
+    for (const KernelSpec& spec : forward) {
+      if (spec.call || spec.kernel == KernelClass::attention) continue;
+      if (spec.kernel == KernelClass::gemm && ++gemms % 2 == 1) continue;
+      KernelSpec again = spec;
+      again.waits_for_call = 0;
+      first_backward.recompute.push_back(std::move(again));
+    }
+  };
+  rerun_from(attention.forward);
+  for (const ModuleWork& work : feed_forward) rerun_from(work.forward);
+  attention.activation_bytes = T_ * ops_policy_kept_bytes_per_token(model_, training_, parallel_);
+  first_backward.recompute_working_bytes = layer_activations;
 }
 
 // Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, section 2.1):
@@ -338,6 +454,8 @@ void ModuleListBuilder::attention(ModuleWork& attention, const std::vector<Kerne
   if (model_.has_mla) {
     up_begin = latent_projections(attention.forward);
     up_end = attention.forward.size();
+  } else if (eager_) {
+    eager_projections(attention.forward, rotary);
   } else {
     linear_.gathered_gemm(attention.forward, "qkv.input", "qkv", x.query + 2 * x.kv, h_);
     if (rotary) attention.forward.push_back(elementwise("rotary", x, 2 * T_ * (x.query + x.kv)));
@@ -361,6 +479,8 @@ void ModuleListBuilder::attention(ModuleWork& attention, const std::vector<Kerne
   const std::size_t after_exchange = attention.backward.size();
   if (model_.has_mla) {
     latent_projections_backward(attention.backward);
+  } else if (eager_) {
+    eager_projections_backward(attention.backward, rotary);
   } else {
     if (rotary) attention.backward.push_back(elementwise("rotary.backward", x, 2 * T_ * (x.query + x.kv)));
     linear_.column_backward(attention.backward, "qkv", h_, x.query + 2 * x.kv);
@@ -404,13 +524,13 @@ void ModuleListBuilder::recompute_selectively(int layer, ModuleWork& attention, 
 
 void ModuleListBuilder::add_layer(int layer, std::vector<ModuleWork>& modules) {
   const double layer_activations =
-      T_ * layer_activation_bytes_per_token(model_, training_, layer, parallel_, experts_);
+      T_ * layer_activation_bytes_per_token(model_, training_, layer, parallel_, experts_, kernels_);
   // An MTP depth: its input module, then a layer as any other.
   std::vector<KernelSpec> checkpointed_input;
   if (model_.mtp_layer(layer)) {
     ModuleWork input = next_module();
     checkpointed_input = mtp_input(model_, x_, parallel_, linear_, local_tokens_, input);
-    const double kept = training_.recompute == Recompute::full
+    const double kept = training_.rebuilds_layer(layer)
                             ? layer_input_bytes_per_token(model_, training_, parallel_)
                             : mtp_input_activation_bytes_per_token(model_, training_, parallel_);
     input.activation_bytes = T_ * kept;
@@ -443,7 +563,12 @@ void ModuleListBuilder::add_layer(int layer, std::vector<ModuleWork>& modules) {
       attention_module.activation_bytes = layer_activations;
       recompute_selectively(layer, attention_module, feed_forward, core_forward, moe_parts, up_begin, up_end);
       break;
+    case Recompute::ops: rerun_unkept_ops(attention_module, feed_forward, layer_activations); break;
     case Recompute::full: {
+      if (!training_.rebuilds_layer(layer)) {  // between the layers a recompute_interval rebuilds
+        attention_module.activation_bytes = layer_activations;
+        break;
+      }
       // Only the layer input is kept; the backward rebuilds the whole layer
       // before the backward of its last module, the first of the layer (an
       // MTP depth's from its projection on).
@@ -477,8 +602,10 @@ ModuleWork ModuleListBuilder::head() {
     head.forward.push_back(waiting_for_call(gemm(prefix + "lm_head", x, T_, x.vocab, h_), after_gather_));
     // Cross-entropy reads the logits and keeps their fp32 upcast for backward;
     // over a vocabulary split t ways it all-reduces three fp32 values per token.
+    // Eager F.cross_entropy on the bf16 logits: log_softmax (read, write),
+    // then the negative log-likelihood of the targets (T values).
     KernelSpec loss = elementwise(prefix + "loss", x, T_ * x.vocab);
-    loss.hbm_bytes = (x.e + 4) * T_ * x.vocab;
+    loss.hbm_bytes = (eager_ ? 2 * x.e : x.e + 4) * T_ * x.vocab;
     head.forward.push_back(loss);
     if (parallel_.tensor > 1) {
       for (const char* value : {"loss.logit_max", "loss.target_logit", "loss.exp_sum"}) {
@@ -487,22 +614,32 @@ ModuleWork ModuleListBuilder::head() {
       }
     }
     // Backward order: loss, then the LM head's GEMMs, then the final norm.
-    KernelSpec loss_backward = elementwise(prefix + "loss.backward", x, T_ * x.vocab);
-    loss_backward.hbm_bytes = (4 + x.e) * T_ * x.vocab;
-    head.backward.push_back(loss_backward);
+    if (eager_) {
+      // nll_loss_backward writes a zeroed gradient of the log-probabilities
+      // with the targets' entries set; log_softmax_backward reads it and the
+      // log-probabilities and writes the logits' gradient.
+      head.backward.push_back(elementwise(prefix + "loss.backward.nll", x, T_ * x.vocab));
+      head.backward.push_back(elementwise(prefix + "loss.backward.log_softmax", x, 3 * T_ * x.vocab));
+    } else {
+      KernelSpec loss_backward = elementwise(prefix + "loss.backward", x, T_ * x.vocab);
+      loss_backward.hbm_bytes = (4 + x.e) * T_ * x.vocab;
+      head.backward.push_back(loss_backward);
+    }
     linear_.column_backward(head.backward, prefix + "lm_head", h_, x.vocab);
     head.backward.push_back(
         waiting_for_call(elementwise(prefix + "final_norm.backward", x, 3 * local_tokens_ * h_), after_combine_));
   }
-  head.activation_bytes = T_ * head_activation_bytes_per_token(model_, training_, parallel_);
+  head.activation_bytes = T_ * head_activation_bytes_per_token(model_, training_, parallel_, kernels_);
   return head;
 }
 
 }  // namespace
 
 std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const TrainingConfig& training,
-                                            const ModelParallelism& parallel, const ExpertParallelism& experts) {
+                                            const ModelParallelism& parallel, const ExpertParallelism& experts,
+                                            KernelImplementation kernels) {
   require_model_parallel_split(model, training, parallel);
+  require_kernel_implementation(model, training, parallel, kernels);
   // Megatron-Core raises both.
   if (training.recomputes(&RecomputeModules::mla_up_projections) && !model.has_mla) {
     throw InputError(model.name + ": selective recompute of mla_up_proj needs multi-head latent attention");
@@ -511,7 +648,7 @@ std::vector<ModuleWork> transformer_modules(const ModelSpec& model, const Traini
     throw InputError(model.name + ": selective recompute of shared_experts cannot run with the shared experts "
                      "overlapped (--moe-shared-expert-overlap)");
   }
-  return ModuleListBuilder(model, training, parallel, experts).build();
+  return ModuleListBuilder(model, training, parallel, experts, kernels).build();
 }
 
 }  // namespace shardsim::workloads

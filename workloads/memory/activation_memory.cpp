@@ -23,8 +23,15 @@ AttentionWidths attention_widths(const ModelSpec& model) {
   return {q, kv, kv, q};
 }
 
-double ffn_bytes_per_token(const ModelSpec& model, double ffn, double e) {
-  return (model.mlp == MlpKind::swiglu ? 3.0 : 2.0) * e * ffn;
+double ffn_bytes_per_token(const ModelSpec& model, double ffn, double e,
+                           KernelImplementation kernels = KernelImplementation::fused) {
+  if (model.mlp != MlpKind::swiglu) return 2.0 * e * ffn;
+  return (kernels == KernelImplementation::eager ? 4.0 : 3.0) * e * ffn;
+}
+
+// Eager attention saves keys and values repeated to the query heads.
+bool repeats_key_values(const ModelSpec& model, KernelImplementation kernels) {
+  return kernels == KernelImplementation::eager && !model.has_mla && model.kv_heads != model.heads;
 }
 
 }  // namespace
@@ -44,7 +51,8 @@ struct LayerBytes {
 };
 
 LayerBytes layer_bytes(const ModelSpec& model, const TrainingConfig& training, int layer,
-                       const ModelParallelism& parallel, const ExpertParallelism& experts) {
+                       const ModelParallelism& parallel, const ExpertParallelism& experts,
+                       KernelImplementation kernels) {
   const double e = training.bytes_per_value;
   const double h = static_cast<double>(model.hidden);
   const double t = parallel.tensor;
@@ -68,7 +76,8 @@ LayerBytes layer_bytes(const ModelSpec& model, const TrainingConfig& training, i
   add(e * h, shards, moe_layer ? rebuilt_by(&RecomputeModules::norms, r.mlp) : nullptr);
   if (training.drops_hidden()) add(2 * kDropoutMaskBytesPerValue * h, shards, nullptr);  // the residuals' masks
 
-  const AttentionWidths w = attention_widths(model);
+  AttentionWidths w = attention_widths(model);
+  if (repeats_key_values(model, kernels)) w.key = w.value = w.query;
   add(e * (w.query + w.key + w.value), t, rebuilt_by(&RecomputeModules::mla_up_projections, r.attention));
   add(e * w.output, t, nullptr);
   if (model.has_mla) {
@@ -83,7 +92,7 @@ LayerBytes layer_bytes(const ModelSpec& model, const TrainingConfig& training, i
   double* core = rebuilt_by(&RecomputeModules::core_attention, r.attention);
   if (training.flash_attention) {
     add(4.0 * model.heads, t, core);  // the rows' log-sum-exps
-  } else if (training.recompute != Recompute::full) {
+  } else if (!training.rebuilds_layer(layer)) {
     // The softmax output; with dropout also its mask and the dropped
     // probabilities the context GEMM read (Korthikanti's 5 a s^2 b).
     const double scores = model.heads * static_cast<double>(training.sequence_length);
@@ -105,7 +114,7 @@ LayerBytes layer_bytes(const ModelSpec& model, const TrainingConfig& training, i
     // given, gathered along the sequence (moe_kernels.h).
     if (experts.shared_expert_overlap && moe.shared_experts > 0) bytes.kept += e * h * (1 - 1 / shards);
   } else {
-    add(ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e), t,
+    add(ffn_bytes_per_token(model, static_cast<double>(model.ffn_hidden), e, kernels), t,
         rebuilt_by(&RecomputeModules::dense_mlp, r.mlp));
   }
   return bytes;
@@ -114,13 +123,29 @@ LayerBytes layer_bytes(const ModelSpec& model, const TrainingConfig& training, i
 }  // namespace
 
 double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
-                                        const ModelParallelism& parallel, const ExpertParallelism& experts) {
-  return layer_bytes(model, training, layer, parallel, experts).kept;
+                                        const ModelParallelism& parallel, const ExpertParallelism& experts,
+                                        KernelImplementation kernels) {
+  return layer_bytes(model, training, layer, parallel, experts, kernels).kept;
 }
 
 RecomputedBytes recomputed_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
-                                           const ModelParallelism& parallel, const ExpertParallelism& experts) {
-  return layer_bytes(model, training, layer, parallel, experts).rebuilt;
+                                           const ModelParallelism& parallel, const ExpertParallelism& experts,
+                                           KernelImplementation kernels) {
+  return layer_bytes(model, training, layer, parallel, experts, kernels).rebuilt;
+}
+
+// torchtitan/parallelisms/parallelize_llama.py at 157a12c5: no_recompute_list
+// (aten.mm, the flash and efficient SDPA kernels) and every second mm
+// recomputed, in a LLaMA layer wq, wk, wv, wo, w1, w3, w2 in that order.
+double ops_policy_kept_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                       const ModelParallelism& parallel) {
+  const double e = training.bytes_per_value, t = parallel.tensor;
+  const AttentionWidths w = attention_widths(model);
+  const double gate = model.mlp == MlpKind::swiglu ? static_cast<double>(model.ffn_hidden) : 0.0;  // w1's output
+  const double down = static_cast<double>(model.hidden);  // w2's output, before any combine
+  const double log_sum_exps = 4.0 * model.heads / t;
+  return layer_input_bytes_per_token(model, training, parallel) + e * (w.query + w.value + w.output + gate) / t +
+         log_sum_exps + e * down;
 }
 
 double mtp_input_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
@@ -129,36 +154,48 @@ double mtp_input_activation_bytes_per_token(const ModelSpec& model, const Traini
 }
 
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
-                                       const ModelParallelism& parallel) {
+                                       const ModelParallelism& parallel, KernelImplementation kernels) {
   const double e = training.bytes_per_value;
+  // The logits and what the loss keeps of them: their fp32 upcast (fused),
+  // or the log-softmax output in the training dtype (eager cross_entropy).
+  const double loss_bytes = kernels == KernelImplementation::eager ? 2.0 * e : e + 4.0;
   const double prediction = 2.0 * e * static_cast<double>(model.hidden) / parallel.sequence_shards() +
-                            (e + 4.0) * static_cast<double>(model.vocab) / parallel.tensor;
+                            loss_bytes * static_cast<double>(model.vocab) / parallel.tensor;
   return (1 + model.mtp_layers) * prediction;
 }
 
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
-                                         const ModelParallelism& parallel, const ExpertParallelism& experts) {
+                                         const ModelParallelism& parallel, const ExpertParallelism& experts,
+                                         KernelImplementation kernels) {
   // DeepSpeed-Ulysses holds 1/u of the tokens outside attention and 1/u of
   // the heads inside it: 1/u of every per-token activation.
   const double tokens = static_cast<double>(training.tokens_per_micro_batch()) / parallel.ulysses;
   ActivationFootprint footprint;
   double largest_layer = 0, largest_rebuilt = 0;
-  const bool full_recompute = training.recompute == Recompute::full;
+  const bool ops_policy = training.recompute == Recompute::ops;
   for (int layer = 0; layer < model.head_layer(); ++layer) {
     // An MTP depth's input, kept beside its layer's (under full recompute
     // the embeddings it looks up, a second layer input).
     const bool mtp = model.mtp_layer(layer);
     const double input = mtp ? tokens * mtp_input_activation_bytes_per_token(model, training, parallel) : 0.0;
     const double layer_input = tokens * layer_input_bytes_per_token(model, training, parallel);
-    const double full = tokens * layer_activation_bytes_per_token(model, training, layer, parallel, experts);
-    largest_layer = std::max(largest_layer, full + input);
+    const double full = tokens * layer_activation_bytes_per_token(model, training, layer, parallel, experts, kernels);
+    const bool rebuilt_whole = training.rebuilds_layer(layer) || ops_policy;
+    if (rebuilt_whole) largest_layer = std::max(largest_layer, full + input);
     // Selective recompute rebuilds one module's parts at a time.
-    const RecomputedBytes rebuilt = recomputed_bytes_per_token(model, training, layer, parallel, experts);
+    const RecomputedBytes rebuilt = recomputed_bytes_per_token(model, training, layer, parallel, experts, kernels);
     largest_rebuilt = std::max({largest_rebuilt, rebuilt.attention, rebuilt.mlp, rebuilt.experts});
-    footprint.layers_bytes += full_recompute ? (mtp ? 2 : 1) * layer_input : full + input;
+    if (training.rebuilds_layer(layer)) {
+      footprint.layers_bytes += (mtp ? 2 : 1) * layer_input;
+    } else if (ops_policy) {
+      footprint.layers_bytes += tokens * ops_policy_kept_bytes_per_token(model, training, parallel) + input;
+    } else {
+      footprint.layers_bytes += full + input;
+    }
   }
-  footprint.recompute_working_bytes = full_recompute ? largest_layer : tokens * largest_rebuilt;
-  footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel);
+  footprint.recompute_working_bytes =
+      training.recompute == Recompute::selective ? tokens * largest_rebuilt : largest_layer;
+  footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel, kernels);
   return footprint;
 }
 

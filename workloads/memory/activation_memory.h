@@ -34,6 +34,17 @@
 // cross-entropy (e + 4) V per token, plus the inputs of the final norm and
 // the LM head.
 //
+// PyTorch eager modules (KernelImplementation::eager, transformer_kernels.h)
+// keep more: keys and values repeated to every query head before attention
+// when there are fewer key/value heads (torchtitan's repeat_kv, whose copies
+// the attention saves), all four SwiGLU tensors (gate, its SiLU, up and the
+// product: 4 e f), and the loss its log-softmax output in the training
+// dtype (2 e V for the logits and it). Full recompute with an interval k
+// rebuilds every k-th layer and keeps the others whole. torchtitan's "ops"
+// policy keeps each layer's input, the outputs of wq, wv, w1 and w2 and of
+// the fused attention (with its log-sum-exps), and rebuilds the rest, one
+// layer at a time (so its working memory is a whole layer's).
+//
 // Under tensor parallelism over t GPUs (Korthikanti et al. section 4.2.2)
 // every tensor split by heads or by the MLP or vocabulary width is 1/t per
 // GPU; the norm and GEMM inputs (4 e h per layer, 2 e h in the head) stay
@@ -59,7 +70,12 @@ struct ActivationFootprint {
 // what the rebuilt layer holds (no softmax term: it runs the core without
 // keeping it).
 double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
-                                        const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+                                        const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {},
+                                        KernelImplementation kernels = KernelImplementation::fused);
+
+// What torchtitan's "ops" policy keeps of a dense layer per token (training.h).
+double ops_policy_kept_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                       const ModelParallelism& parallel = {});
 
 // What selective recompute rebuilds of a layer per token, by the module that
 // rebuilds it before its backward (transformer_kernels.h): the attention
@@ -69,7 +85,8 @@ struct RecomputedBytes {
   double attention = 0, mlp = 0, experts = 0;
 };
 RecomputedBytes recomputed_bytes_per_token(const ModelSpec& model, const TrainingConfig& training, int layer,
-                                           const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+                                           const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {},
+                                           KernelImplementation kernels = KernelImplementation::fused);
 
 // What full recompute keeps of a layer: its input (split along the sequence
 // under sequence parallelism).
@@ -85,11 +102,13 @@ double mtp_input_activation_bytes_per_token(const ModelSpec& model, const Traini
 // The head's (final norm input, LM head input, logits and their fp32
 // upcast), once for the model's prediction and once for each MTP depth's.
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
-                                       const ModelParallelism& parallel = {});
+                                       const ModelParallelism& parallel = {},
+                                       KernelImplementation kernels = KernelImplementation::fused);
 
 // One micro-batch of one rank holding every layer (no pipeline), its share of
 // the tokens under DeepSpeed-Ulysses.
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
-                                         const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {});
+                                         const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {},
+                                         KernelImplementation kernels = KernelImplementation::fused);
 
 }  // namespace shardsim::workloads

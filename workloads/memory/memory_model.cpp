@@ -34,14 +34,15 @@ MemoryBreakdown estimate_memory(const ModelSpec& model, const TrainingConfig& tr
   memory.gradients = e * psi / factors.gradients + e * psi_experts / fe.gradients;
   memory.optimizer_states =
       kOptimizerStateBytesPerParameter * psi / factors.optimizer + kOptimizerStateBytesPerParameter * psi_experts / fe.optimizer;
-  memory.activations = activation_footprint(model, training, plan.model_parallel, plan.experts).total();
+  memory.activations = activation_footprint(model, training, plan.model_parallel, plan.experts, plan.kernels).total();
 
   if (factors.parameters > 1) {
     // Persistent tensors held whole, plus the most the fetch schedule holds
     // gathered at once (over the hpZ group when gathered in the backward).
     const std::vector<ModuleParameters> modules = gathered_modules(model_modules(model, ep), plan, fe.parameters);
     const ParameterFetches fetches =
-        plan_parameter_fetches(modules, model.head_layer(), training.recompute == Recompute::full, plan, e, true);
+        plan_parameter_fetches(modules, model.head_layer(),
+                               [&training](int layer) { return training.reruns_whole_layer(layer); }, plan, e, true);
     const auto bytes_per_element = [&](int parameter_factor, int secondary_group, bool backward) {
       return e * (1.0 - 1.0 / gather_group(parameter_factor, secondary_group, backward));
     };

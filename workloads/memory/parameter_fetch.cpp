@@ -6,7 +6,7 @@
 namespace shardsim::workloads {
 
 std::vector<FetchEntry> micro_batch_entries(const std::vector<ModuleParameters>& modules, int head_layer,
-                                            bool full_recompute) {
+                                            const LayerPredicate& reruns_layer) {
   const auto tensors = [&](std::size_t m) {
     return std::max<int>(1, static_cast<int>(modules[m].parameter_tensors.size() + modules[m].borrowed_tensors.size()));
   };
@@ -16,7 +16,7 @@ std::vector<FetchEntry> micro_batch_entries(const std::vector<ModuleParameters>&
   for (std::size_t i = modules.size(); i-- > 0;) {
     const int layer = modules[i].layer;
     const bool same_layer = entries.size() > forward_entries && entries.back().layer == layer;
-    if (full_recompute && same_layer && layer >= 0 && layer < head_layer) {
+    if (same_layer && layer >= 0 && layer < head_layer && reruns_layer(layer)) {
       // Attention before MLP: the recompute runs the layer forward.
       entries.back().modules.insert(entries.back().modules.begin(), i);
       entries.back().rounds += tensors(i);
@@ -219,10 +219,11 @@ double peak_gathered_bytes(const std::vector<FetchEntry>& entries, const FetchSc
   return peak;
 }
 
-ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int head_layer, bool full_recompute,
+ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int head_layer,
+                                        const LayerPredicate& reruns_layer,
                                         const Plan& plan, double bytes_per_value, bool sharded) {
   ParameterFetches fetches;
-  fetches.entries = micro_batch_entries(modules, head_layer, full_recompute);
+  fetches.entries = micro_batch_entries(modules, head_layer, reruns_layer);
   fetches.elements.assign(modules.size(), 0.0);
   if (sharded) {
     const double threshold = plan.buckets.persistence_threshold_parameters;

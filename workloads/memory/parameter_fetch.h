@@ -36,6 +36,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace shardsim::workloads {
@@ -65,10 +66,12 @@ struct FetchSchedule {
 };
 
 // The entries of one micro-batch over the compiler's modules, the head's
-// layer `head_layer` (ModelSpec::head_layer). Under full recompute a layer's
-// modules (an MTP depth's input with them) make one backward entry.
+// layer `head_layer` (ModelSpec::head_layer). A layer that reruns its
+// forward whole in backward (`reruns_layer`, TrainingConfig::reruns_whole_layer)
+// makes one backward entry of its modules (an MTP depth's input with them).
+using LayerPredicate = std::function<bool(int layer)>;
 std::vector<FetchEntry> micro_batch_entries(const std::vector<ModuleParameters>& modules, int head_layer,
-                                            bool full_recompute);
+                                            const LayerPredicate& reruns_layer);
 
 // Elements each module gathers: its tensors, and those it borrows, above the
 // persistence threshold (DeepSpeed keeps tensors of at most that many
@@ -92,7 +95,8 @@ struct ParameterFetches {
   double persistent_elements = 0;
   FetchSchedule schedule;
 };
-ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int head_layer, bool full_recompute,
+ParameterFetches plan_parameter_fetches(const std::vector<ModuleParameters>& modules, int head_layer,
+                                        const LayerPredicate& reruns_layer,
                                         const Plan& plan, double bytes_per_value, bool sharded);
 
 // The modules as a plan's gathers see them: under expert parallelism, routed
