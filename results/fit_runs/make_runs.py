@@ -17,6 +17,8 @@ The fit set, by family:
   implementation, bf16): every overlap level and micro-batch count at 64 GPUs.
 - llama3_405b: Llama 3, Table 4, rows 1 and 2 (H100, 8K sequences), attention at
   FlashAttention-2's efficiency, the kernel public when the model trained.
+- torchtitan_fsdp2: torchtitan's published FSDP2 runs (docs/performance.md at 157a12c5; 8 runs,
+  64 A100, PyTorch eager, bf16), every row.
 
 Each family's runs are split into a fit half and a check half (by a hash of their names); the
 fit sees only the fit half and reports, beside its in-sample and left-out errors, the check half's.
@@ -145,6 +147,17 @@ def llama3_405b_runs():
     return runs
 
 
+def torchtitan_fsdp2_runs():
+    t = module("torchtitan_fsdp2")
+    runs = []
+    for row in csv.DictReader(open(RESULTS / "torchtitan_fsdp2" / "published.csv")):
+        name = f"torchtitan_fsdp2/row{row['row']}-{row['preset']}-b{row['local_batch']}-" + \
+            row["activation_checkpointing"].replace(" ", "_")
+        runs.append({"name": name, "family": "torchtitan_fsdp2",
+                     "measured_step_seconds": t.published_step_seconds(row), "arguments": t.arguments(row)})
+    return runs
+
+
 def split_halves(runs):
     """Each family's runs in two halves, fit and check, by a hash of their names: the order
     of a paper's table (models, then settings) would put one setting in one half."""
@@ -159,9 +172,11 @@ def split_halves(runs):
 
 
 def main():
-    runs = split_halves(megatron_2021_runs() + korthikanti_2022_runs() + amsp_table_v_runs() + llama3_405b_runs())
+    runs = split_halves(megatron_2021_runs() + korthikanti_2022_runs() + amsp_table_v_runs() + llama3_405b_runs() +
+                        torchtitan_fsdp2_runs())
     document = {"source": "results/fit_runs/make_runs.py: published end-to-end runs of results/megatron_2021, "
-                          "korthikanti_2022, amsp (Table V) and llama3_405b (rows 1-2), as their comparisons run them",
+                          "korthikanti_2022, amsp (Table V), llama3_405b (rows 1-2) and torchtitan_fsdp2, as their "
+                          "comparisons run them",
                 "runs": runs}
     (HERE / "runs.json").write_text(json.dumps(document, indent=1) + "\n")
     print(f"{len(runs)} runs in {relative(HERE / 'runs.json')}")
