@@ -21,8 +21,6 @@ namespace {
 // all_to_all_stream: the MoE dispatch and combine, or DeepSpeed-Ulysses' exchanges (never both, plan.h).
 enum Stream : int { compute_stream, gather_stream, reduce_stream, optimizer_stream, update_stream, all_to_all_stream };
 
-constexpr double kFloat32Bytes = 4;
-
 class StepBuilder : OpWriter {
  public:
   StepBuilder(const StepConfig& config, Program& program)
@@ -389,11 +387,13 @@ void StepBuilder::backward(int micro_batch, bool last) {
       // (f_G 1) are PyTorch's param.grad, which AccumulateGrad adds into
       // before any hook reduces it; a sharded one is added after its
       // reduction, on the reduction's stream, charged here to the compute
-      // stream, where the Program's kernels run.
+      // stream, where the Program's kernels run; a reduced shard is in the
+      // reduce dtype.
       if (micro_batch > 0 && work.parameters > 0) {
-        run({gradient_add("grad.accumulate", value_dtype(config_.training),
-                          work.parameters / states_of(module).factors.gradients, e_, e_)},
-            name, deps, routed);
+        const int f_g = states_of(module).factors.gradients;
+        const double bytes = f_g > 1 ? g_ : e_;
+        run({gradient_add("grad.accumulate", value_dtype(config_.training), work.parameters / f_g, bytes, bytes)}, name,
+            deps, routed);
       }
       if (activation_alloc_[module]) {
         memory(name + "activations.free", MemoryCategory::activations, -work.activation_bytes, compute_stream);

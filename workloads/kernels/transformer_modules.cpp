@@ -310,7 +310,6 @@ void ModuleListBuilder::eager_swiglu(ModuleWork& mlp) const {
 // with the conjugate frequencies, back to the training dtype.
 void ModuleListBuilder::eager_rotary(std::vector<KernelSpec>& list, const std::string& name, double width) const {
   const double values = T_ * width, e = x_.e;
-  constexpr double kFloat32Bytes = 4;
   list.push_back(memory_pass(name + ".upcast", x_, values, e + kFloat32Bytes));
   list.push_back(memory_pass(name + ".multiply", x_, values, 2 * kFloat32Bytes));
   list.push_back(memory_pass(name + ".downcast", x_, values, kFloat32Bytes + e));
