@@ -110,6 +110,13 @@ void print_step_table(const std::string& title, const workloads::Program& progra
                 d.value("delay_wgrad_compute", false) ? "; weight gradients delayed" : "");
   }
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
+  // Said where a plan leaves Megatron-style fused kernels and bf16/fp16 reduction.
+  const bool eager = d.value("kernels", "fused") == "eager", fp32_reduce = d.contains("reduce_dtype");
+  if (eager || fp32_reduce) {
+    std::string line = eager ? "PyTorch eager kernels, a kernel per op as torchtitan's Llama" : "";
+    if (fp32_reduce) line += std::string(eager ? "; " : "") + "gradients reduced in fp32";
+    std::printf("# %s\n", line.c_str());
+  }
   if (d.contains("hierarchical_parameter_gather")) {
     std::printf("# MiCS hierarchical parameter gather: a group spanning nodes gathers across nodes, then inside each\n");
   }

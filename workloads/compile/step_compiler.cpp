@@ -150,6 +150,8 @@ nlohmann::json step_description(const StepConfig& config, const ShardingFactors&
       {"dtype", config.training.fp16 ? "fp16" : "bf16"},
   };
   if (config.model.mtp_layers > 0) description["mtp_layers"] = config.model.mtp_layers;
+  description["kernels"] = to_string(config.plan.kernels);
+  if (config.plan.reduce_dtype == GradientReduceDtype::fp32) description["reduce_dtype"] = "fp32";
   return description;
 }
 
