@@ -151,7 +151,10 @@ TEST_CASE("torchtitan's ops policy reruns all but the odd GEMMs and the fused at
   // Kept: the layer input e h, wq's and wv's outputs, the attention output,
   // the log-sum-exps (4 bytes a head), w1's output e f, w2's e h.
   const double kept = 2.0 * (64 + 64 + 32 + 64 + 96 + 64) + 4.0 * 4;
-  CHECK(ops_policy_kept_bytes_per_token(small_llama(), training) == Approx(kept));
+  CHECK(ops_policy_kept_bytes_per_token(small_llama(), training, {}, KernelImplementation::eager) == Approx(kept));
+  // Fused: qkv kept (q + 2 kv), out_proj rerun, gate_up kept (2 f), down rerun.
+  CHECK(ops_policy_kept_bytes_per_token(small_llama(), training) ==
+        Approx(2.0 * (64 + (64 + 32 + 32) + 64 + 2 * 96) + 4.0 * 4));
   CHECK(attention.activation_bytes == Approx(32 * kept));
   CHECK(mlp.recompute_working_bytes ==
         Approx(32 * layer_activation_bytes_per_token(small_llama(), training, 0, {}, {}, KernelImplementation::eager)));

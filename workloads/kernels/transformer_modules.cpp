@@ -372,7 +372,7 @@ void ModuleListBuilder::rerun_unkept_ops(ModuleWork& attention, std::vector<Modu
   };
   rerun_from(attention.forward);
   for (const ModuleWork& work : feed_forward) rerun_from(work.forward);
-  attention.activation_bytes = T_ * ops_policy_kept_bytes_per_token(model_, training_, parallel_);
+  attention.activation_bytes = T_ * ops_policy_kept_bytes_per_token(model_, training_, parallel_, kernels_);
   first_backward.recompute_working_bytes = layer_activations;
 }
 

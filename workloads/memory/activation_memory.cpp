@@ -1,6 +1,7 @@
 #include "workloads/memory/activation_memory.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace shardsim::workloads {
 
@@ -135,17 +136,32 @@ RecomputedBytes recomputed_bytes_per_token(const ModelSpec& model, const Trainin
 }
 
 // torchtitan/parallelisms/parallelize_llama.py at 157a12c5: no_recompute_list
-// (aten.mm, the flash and efficient SDPA kernels) and every second mm
-// recomputed, in a LLaMA layer wq, wk, wv, wo, w1, w3, w2 in that order.
+// (aten.mm, the flash and efficient SDPA kernels), every second mm
+// recomputed. The GEMMs in forward order and their outputs per token, as
+// transformer_kernels.h lists them: eager wq, wk, wv, wo, then w1, w3, w2
+// (a GELU MLP's up and down); fused qkv, out_proj, then gate_up (or up) and
+// down. The first, third, ... are kept.
 double ops_policy_kept_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
-                                       const ModelParallelism& parallel) {
+                                       const ModelParallelism& parallel, KernelImplementation kernels) {
   const double e = training.bytes_per_value, t = parallel.tensor;
   const AttentionWidths w = attention_widths(model);
-  const double gate = model.mlp == MlpKind::swiglu ? static_cast<double>(model.ffn_hidden) : 0.0;  // w1's output
-  const double down = static_cast<double>(model.hidden);  // w2's output, before any combine
-  const double log_sum_exps = 4.0 * model.heads / t;
-  return layer_input_bytes_per_token(model, training, parallel) + e * (w.query + w.value + w.output + gate) / t +
-         log_sum_exps + e * down;
+  const double f = static_cast<double>(model.ffn_hidden), h = static_cast<double>(model.hidden);
+  const bool swiglu = model.mlp == MlpKind::swiglu;
+  std::vector<double> outputs;
+  if (kernels == KernelImplementation::eager) {
+    outputs = {w.query, w.key, w.value, h};
+    if (swiglu) {
+      outputs.insert(outputs.end(), {f, f, h});
+    } else {
+      outputs.insert(outputs.end(), {f, h});
+    }
+  } else {
+    outputs = {w.query + w.key + w.value, h, swiglu ? 2 * f : f, h};
+  }
+  double kept_gemm_outputs = 0;
+  for (std::size_t i = 0; i < outputs.size(); i += 2) kept_gemm_outputs += outputs[i];
+  const double log_sum_exps = 4.0 * model.heads;
+  return layer_input_bytes_per_token(model, training, parallel) + (e * (kept_gemm_outputs + w.output) + log_sum_exps) / t;
 }
 
 double mtp_input_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
@@ -188,7 +204,7 @@ ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingC
     if (training.rebuilds_layer(layer)) {
       footprint.layers_bytes += (mtp ? 2 : 1) * layer_input;
     } else if (ops_policy) {
-      footprint.layers_bytes += tokens * ops_policy_kept_bytes_per_token(model, training, parallel) + input;
+      footprint.layers_bytes += tokens * ops_policy_kept_bytes_per_token(model, training, parallel, kernels) + input;
     } else {
       footprint.layers_bytes += full + input;
     }

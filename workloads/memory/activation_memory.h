@@ -73,9 +73,11 @@ double layer_activation_bytes_per_token(const ModelSpec& model, const TrainingCo
                                         const ModelParallelism& parallel = {}, const ExpertParallelism& experts = {},
                                         KernelImplementation kernels = KernelImplementation::fused);
 
-// What torchtitan's "ops" policy keeps of a dense layer per token (training.h).
+// What torchtitan's "ops" policy keeps of a dense layer per token (training.h),
+// for the GEMMs each implementation runs.
 double ops_policy_kept_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
-                                       const ModelParallelism& parallel = {});
+                                       const ModelParallelism& parallel = {},
+                                       KernelImplementation kernels = KernelImplementation::fused);
 
 // What selective recompute rebuilds of a layer per token, by the module that
 // rebuilds it before its backward (transformer_kernels.h): the attention
