@@ -248,6 +248,14 @@ TEST_CASE("scenarios write a row per run, refused combinations in the same colum
     CHECK_THAT(refused.err, Catch::Contains(typo + ": " + message));
     CHECK_FALSE(fs::exists(scratch.path("typo.csv")));
   }
+  // More GPUs than the cluster holds: the file's entry, not a --gpus option the command never had.
+  nlohmann::json too_many = scenarios(R"(["zero3"])");
+  too_many["runs"][0]["gpus"] = {8, 128};
+  const std::string big = scratch.write("big.json", too_many.dump());
+  const Result refused = run(scratch, "scenarios " + big + " --csv " + scratch.path("big.csv").string());
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains(big + ": runs[0].gpus[1]: 128 GPUs, but cluster dgx-a100-8node has 64"));
+  CHECK_FALSE(fs::exists(scratch.path("big.csv")));
 }
 
 TEST_CASE("memory answers as a table or as one JSON object", "[cli][memory]") {

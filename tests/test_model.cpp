@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <tuple>
 
@@ -117,6 +119,10 @@ TEST_CASE("bad model inputs are refused naming the file and field", "[model]") {
   auto unknown = kLlama7bConfig;
   unknown["model_type"] = "mamba";
   REQUIRE_THROWS_WITH(parse_hf_config(unknown, "c.json"), Catch::StartsWith("c.json: model_type: 'mamba' is not a family"));
+  auto untyped = kLlama7bConfig;
+  untyped.erase("model_type");
+  REQUIRE_THROWS_WITH(parse_hf_config(untyped, "c.json"),
+                      Catch::StartsWith("c.json: model_type: missing") && Catch::Contains("LlamaForCausalLM"));
   auto gqa = kLlama7bConfig;
   gqa["num_key_value_heads"] = 5;
   REQUIRE_THROWS_WITH(parse_hf_config(gqa, "c.json"), "c.json: kv_heads: must divide heads (32), got 5");
@@ -161,4 +167,15 @@ TEST_CASE("bad model inputs are refused naming the file and field", "[model]") {
   spec["mtp_layers"] = -1;
   REQUIRE_THROWS_WITH(parse_model_spec(spec, "m.json"), Catch::StartsWith("m.json: mtp_layers: must be a non-negative integer"));
   REQUIRE_THROWS_WITH(load_model("no-such-model"), Catch::Contains("no such model file or preset"));
+}
+
+TEST_CASE("a transformers config that lost its model_type is refused about model_type, not shardsim's name",
+          "[model][hf]") {
+  auto untyped = kLlama7bConfig;
+  untyped.erase("model_type");
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "shardsim-untyped-config.json";
+  std::ofstream(file) << untyped.dump();
+  REQUIRE_THROWS_WITH(load_model(file.string()), Catch::Contains("model_type: missing") &&
+                                                     Catch::Contains("LlamaForCausalLM"));
+  std::filesystem::remove(file);
 }

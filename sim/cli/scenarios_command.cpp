@@ -111,6 +111,17 @@ int run_scenarios(const ScenarioOptions& options) {
       reader.fail("cluster", e.what());
     }
   }();
+  // A count the cluster cannot hold is this file's, named at its entry (not
+  // a row: the rows are for what a plan's rules refuse).
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    for (std::size_t j = 0; j < runs[i].gpus.size(); ++j) {
+      if (runs[i].gpus[j] > spec.gpu_count()) {
+        throw_input_error(options.file, "runs[" + std::to_string(i) + "].gpus[" + std::to_string(j) + "]",
+                          std::to_string(runs[i].gpus[j]) + " GPUs, but cluster " + cluster_name + " has " +
+                              std::to_string(spec.gpu_count()));
+      }
+    }
+  }
   const topology::Cluster cluster(spec);
   const topology::Router router(cluster);
   const calib::Profile profile = load_job_profile("", spec);

@@ -88,7 +88,17 @@ ModelSpec parse_hf_config(const nlohmann::json& document, const std::string& fil
   if (!document.is_object()) throw_input_error(file, "(root)", "must be a JSON object");
   const auto type_it = document.find("model_type");
   if (type_it == document.end() || !type_it->is_string()) {
-    throw_input_error(file, "model_type", "missing: a transformers config.json names its model_type");
+    std::string hint;
+    const auto architectures = document.find("architectures");
+    if (architectures != document.end() && architectures->is_array() && !architectures->empty() &&
+        architectures->front().is_string()) {
+      // e.g. LlamaForCausalLM: its family is the name before "For", lower-cased ("llama").
+      hint = " (architectures names " + architectures->front().get<std::string>().substr(0, 80) +
+             "; add its family, e.g. \"model_type\": \"llama\" for LlamaForCausalLM)";
+    }
+    throw_input_error(file, "model_type",
+                      type_it == document.end() ? "missing: a transformers config.json names its model_type" + hint
+                                                : "must be a string naming the model's family, e.g. \"llama\"");
   }
   const std::string model_type = type_it->get<std::string>();
   const auto family = family_of(model_type);

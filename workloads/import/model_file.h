@@ -1,5 +1,7 @@
 // A model from whatever file describes it: a shardsim model file, a Hugging
-// Face config.json (told apart by its "model_type"), or a bundled preset.
+// Face config.json (told apart by its "model_type", or, without one, by
+// transformers' own keys and no shardsim "name" or "layers"), or a bundled
+// preset.
 #pragma once
 
 #include "workloads/inputs/model.h"
