@@ -118,4 +118,6 @@ $capacity --tokens 2B --gpus 12 $small 2>&1 | grep -q "12 GPUs"
 $capacity --tokens abc $small 2>&1 | grep -q "\-\-tokens: 'abc' is not a token count"
 $capacity --tokens 1e32T $small 2>&1 | grep -q "\-\-tokens: '1e32T' is not a token count from 1 to 1e18"
 $capacity --tokens 2B --restart-seconds -5 $small 2>&1 | grep -q "\-\-restart-seconds.*must be a finite number >= 0"
+# An empty value is the option's error, not a zero that fails later under another name.
+$capacity --tokens 2B --checkpoint-bytes-per-second "" $small 2>&1 | grep -q "^\-\-checkpoint-bytes-per-second: must be a number"
 echo "capacity CLI: answers, CSV and JSON agree; serial and MPI identical; exit codes 1 and 2 as documented"

@@ -14,6 +14,8 @@ namespace {
 CLI::Validator finite_at_least(double least, bool strict) {
   return CLI::Validator(
       [least, strict](std::string& text) -> std::string {
+        // CLI11 reads an empty value as 0, which would then fail far from its option.
+        if (text.empty()) return "must be a number, got an empty value";
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0') return {};  // not a number: CLI11's conversion says so
