@@ -67,7 +67,7 @@ struct SystemBehaviour {
   // PyTorch FSDP2 (fully_shard; torchtitan's): each parameter sharded on its
   // own, so a gather is copied out of the flat all-gather output into the
   // unsharded parameters and gradients are copied into a flat reduce-scatter
-  // input, both on the compute stream (data_parallel_step.h).
+  // input, both on the compute stream (compile/data_parallel_step.cpp).
   bool per_parameter_copies = false;
   // The kernels a plan of this system runs unless it names them: what its
   // users run (PyTorch FSDP: eager modules, as torchtitan; the others:
