@@ -81,15 +81,15 @@ def published_step_seconds(row):
     return int(row["local_batch"]) * int(row["sequence_length"]) / float(row["published_wps"])
 
 
-def simulate(shardsim, row, profile=None, plan=None):
-    command = [shardsim, "run", *arguments(row), "--json"]
+def simulate(shardsim, args, profile=None, plan=None):
+    command = [shardsim, "run", *args, "--json"]
     if profile:
         command += ["--profile", str(profile)]
     if plan:
         command[command.index("--plan") + 1] = str(plan)
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if done.returncode not in (0, 1):  # 1: does not fit in memory, reported in the JSON
-        sys.exit(f"shardsim failed on row {row['row']}:\n{done.stderr}")
+        sys.exit(f"shardsim failed on {' '.join(command)}:\n{done.stderr}")
     return json.loads(done.stdout)
 
 
@@ -117,9 +117,10 @@ def main():
 def compare_row(shardsim, row, fused_plan_file):
     """One row on three models: fused kernels, the bundled profile, the fitted profile."""
     measured = published_step_seconds(row)
-    fused_step = simulate(shardsim, row, plan=fused_plan_file)["step_seconds"]
-    bundled = simulate(shardsim, row)
-    fitted_step = simulate(shardsim, row, FITTED_PROFILE)["step_seconds"]
+    args = arguments(row)  # writes the row's training file once
+    fused_step = simulate(shardsim, args, plan=fused_plan_file)["step_seconds"]
+    bundled = simulate(shardsim, args)
+    fitted_step = simulate(shardsim, args, FITTED_PROFILE)["step_seconds"]
     step = bundled["step_seconds"]
     r = {
         "row": row["row"], "model": row["model"], "local_batch": row["local_batch"],

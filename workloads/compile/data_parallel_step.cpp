@@ -332,12 +332,9 @@ void StepBuilder::copy_out_gathered(std::size_t t, const std::string& prefix) {
   if (!per_parameter_copies_) return;
   for (std::size_t m : fetch_.entries[t].modules) {
     if (!gathered_[m] || copied_out_[m] == gathered_[m] || fetch_.elements[m] <= 0) continue;
-    KernelSpec copy;
-    copy.name = "gather." + modules_[m].name + ".copy_out";
-    copy.dtype = value_dtype(config_.training);
-    copy.flops = fetch_.elements[m];
-    copy.hbm_bytes = 2 * e_ * fetch_.elements[m];
-    kernel(copy, prefix + (fetch_.entries[t].backward ? "backward." : ""), {*gathered_[m]});
+    kernel(memory_pass("gather." + modules_[m].name + ".copy_out", value_dtype(config_.training), fetch_.elements[m],
+                       2 * e_),
+           prefix + (fetch_.entries[t].backward ? "backward." : ""), {*gathered_[m]});
     copied_out_[m] = gathered_[m];
   }
 }
@@ -485,12 +482,7 @@ void StepBuilder::flush_gradient_bucket(int micro_batch, bool last) {
       // FSDP2's foreach_reduce: the gradients chunk-cat into one flat
       // reduce-scatter input, cast to the reduce dtype, on the compute
       // stream, before the reduce-scatter stream takes it.
-      KernelSpec copy;
-      copy.name = "grad.copy_in";
-      copy.dtype = value_dtype(config_.training);
-      copy.flops = bytes / g_;
-      copy.hbm_bytes = (e_ + g_) * bytes / g_;
-      kernel(copy, name + ".", {});
+      kernel(memory_pass("grad.copy_in", value_dtype(config_.training), bytes / g_, e_ + g_), name + ".", {});
     }
     done = collective(name + ".reduce_scatter", CollectiveOp::reduce_scatter, *comms.parameters, bytes, reduce_stream,
                       after_last_compute());

@@ -16,17 +16,15 @@ KernelSpec gemm(const std::string& name, const LayerShapes& x, double m, double 
 }
 
 KernelSpec elementwise(const std::string& name, const LayerShapes& x, double values_moved) {
+  return memory_pass(name, x.dtype, values_moved, x.e);
+}
+
+KernelSpec memory_pass(const std::string& name, Dtype dtype, double values, double bytes_per_value) {
   KernelSpec spec;
   spec.name = name;
   spec.kernel = KernelClass::elementwise;
-  spec.dtype = x.dtype;
-  spec.flops = values_moved;  // about one operation per value; never the bound
-  spec.hbm_bytes = x.e * values_moved;
-  return spec;
-}
-
-KernelSpec memory_pass(const std::string& name, const LayerShapes& x, double values, double bytes_per_value) {
-  KernelSpec spec = elementwise(name, x, values);
+  spec.dtype = dtype;
+  spec.flops = values;  // about one operation per value; never the bound
   spec.hbm_bytes = bytes_per_value * values;
   return spec;
 }

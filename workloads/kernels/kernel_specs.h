@@ -45,8 +45,8 @@ KernelSpec elementwise(const std::string& name, const LayerShapes& x, double val
 
 // A memory-bound pass over `values` values that moves `bytes_per_value`
 // bytes for each (what it reads and writes, in whatever dtypes): eager
-// PyTorch's casts and complex products.
-KernelSpec memory_pass(const std::string& name, const LayerShapes& x, double values, double bytes_per_value);
+// PyTorch's casts and complex products, FSDP2's copies.
+KernelSpec memory_pass(const std::string& name, Dtype dtype, double values, double bytes_per_value);
 
 // Dropout over `values` values on its own: forward reads them and writes
 // them and a one-byte mask; backward reads the gradient and the mask and

@@ -310,9 +310,9 @@ void ModuleListBuilder::eager_swiglu(ModuleWork& mlp) const {
 // with the conjugate frequencies, back to the training dtype.
 void ModuleListBuilder::eager_rotary(std::vector<KernelSpec>& list, const std::string& name, double width) const {
   const double values = T_ * width, e = x_.e;
-  list.push_back(memory_pass(name + ".upcast", x_, values, e + kFloat32Bytes));
-  list.push_back(memory_pass(name + ".multiply", x_, values, 2 * kFloat32Bytes));
-  list.push_back(memory_pass(name + ".downcast", x_, values, kFloat32Bytes + e));
+  list.push_back(memory_pass(name + ".upcast", x_.dtype, values, e + kFloat32Bytes));
+  list.push_back(memory_pass(name + ".multiply", x_.dtype, values, 2 * kFloat32Bytes));
+  list.push_back(memory_pass(name + ".downcast", x_.dtype, values, kFloat32Bytes + e));
 }
 
 // torchtitan's Attention.forward up to the attention core: wq, wk and wv as
@@ -347,11 +347,16 @@ void ModuleListBuilder::eager_projections_backward(std::vector<KernelSpec>& back
     eager_rotary(backward, "rotary.k.backward", x.kv);
     eager_rotary(backward, "rotary.q.backward", x.query);
   }
-  for (const auto& [name, width] : {std::pair{"wv", x.value}, std::pair{"wk", x.kv}, std::pair{"wq", x.query}}) {
-    backward.push_back(gemm(std::string(name) + ".dgrad", x, T_, h_, width));
-    backward.push_back(weight_half(gemm(std::string(name) + ".wgrad", x, h_, width, T_)));
-    if (std::string(name) != "wv") backward.push_back(elementwise("attention_norm.output_gradient.add", x, 3 * T_ * h_));
-  }
+  const auto projection_backward = [&](const std::string& name, double width) {
+    backward.push_back(gemm(name + ".dgrad", x, T_, h_, width));
+    backward.push_back(weight_half(gemm(name + ".wgrad", x, h_, width, T_)));
+  };
+  const KernelSpec add = elementwise("attention_norm.output_gradient.add", x, 3 * T_ * h_);
+  projection_backward("wv", x.value);
+  projection_backward("wk", x.kv);
+  backward.push_back(add);
+  projection_backward("wq", x.query);
+  backward.push_back(add);
 }
 
 // torchtitan's "ops" policy (training.h): the layer's forward kernels rerun
