@@ -78,6 +78,18 @@ inline const workloads::ModuleWork& named(const std::vector<workloads::ModuleWor
   return *it;
 }
 
+// The largest working set a module of `chunks` holds while it runs (the
+// loss's copies of the logits, on the stage with the head): what a stage's
+// peak holds beside its activations.
+inline double largest_working_bytes(const std::vector<workloads::ModuleWork>& modules,
+                                    const std::vector<std::vector<std::size_t>>& chunks) {
+  double working = 0;
+  for (const auto& chunk : chunks) {
+    for (std::size_t m : chunk) working = std::max({working, modules[m].forward_working_bytes, modules[m].backward_working_bytes});
+  }
+  return working;
+}
+
 // The cluster both compilers' tests simulate on.
 inline const World& pipeline_world() {
   static const World w("dgx-a100-2node");

@@ -70,12 +70,6 @@ const ModuleWork& module_named(const std::vector<ModuleWork>& modules, const std
   return *it;
 }
 
-std::vector<std::string> names(const std::vector<KernelSpec>& list) {
-  std::vector<std::string> out;
-  for (const KernelSpec& spec : list) out.push_back(spec.name);
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("eager kernels of a LLaMA layer match a hand count of torchtitan's ops") {
@@ -107,17 +101,38 @@ TEST_CASE("eager kernels of a LLaMA layer match a hand count of torchtitan's ops
     CHECK(backward.bytes == Approx(227328));
     CHECK(backward.gemm_flops == Approx(2 * forward.gemm_flops));
   }
-  SECTION("the loss on bf16 logits") {
+  SECTION("the loss on fp32 logits") {
+    // torchtitan's cross_entropy(pred.float()) over T = 32 tokens and V = 100:
+    // the upcast reads e and writes 4 bytes a logit, log_softmax reads and
+    // writes 4; backward, nll_loss writes 4, log_softmax's backward reads 8
+    // and writes 4, the downcast reads 4 and writes e.
     const ModuleWork& head = modules.back();
-    const auto loss = std::find_if(head.forward.begin(), head.forward.end(),
-                                   [](const KernelSpec& s) { return s.name == "loss"; });
-    REQUIRE(loss != head.forward.end());
-    CHECK(loss->hbm_bytes == Approx(2 * 2.0 * 32 * 100));  // log_softmax reads and writes e V per token
-    double backward_loss = 0;
-    for (const KernelSpec& spec : head.backward) {
-      if (spec.name.starts_with("loss.backward")) backward_loss += spec.hbm_bytes;
+    const double logits = 32 * 100;
+    double forward_loss = 0, backward_loss = 0;
+    std::vector<std::string> forward_names, backward_names;
+    for (const KernelSpec& spec : head.forward) {
+      if (spec.name.starts_with("loss")) {
+        forward_loss += spec.hbm_bytes;
+        forward_names.push_back(spec.name);
+      }
     }
-    CHECK(backward_loss == Approx(4 * 2.0 * 32 * 100));
+    for (const KernelSpec& spec : head.backward) {
+      if (spec.name.starts_with("loss.backward")) {
+        backward_loss += spec.hbm_bytes;
+        backward_names.push_back(spec.name);
+      }
+    }
+    CHECK(forward_names == std::vector<std::string>{"loss.upcast", "loss.log_softmax"});
+    CHECK(backward_names ==
+          std::vector<std::string>{"loss.backward.nll", "loss.backward.log_softmax", "loss.backward.downcast"});
+    CHECK(forward_loss == Approx((2 + 4 + 8) * logits));
+    CHECK(backward_loss == Approx((4 + 12 + 4 + 2) * logits));
+    // Kept: the final norm's and LM head's inputs (2 e h) and the
+    // log-softmax (4 V); held while the loss runs: the bf16 logits and their
+    // fp32 copy (6 V), then both fp32 gradients (8 V).
+    CHECK(head.activation_bytes == Approx(32 * (2 * 2 * 64 + 4 * 100)));
+    CHECK(head.forward_working_bytes == Approx(6 * logits));
+    CHECK(head.backward_working_bytes == Approx(8 * logits));
   }
   SECTION("the same layer fused launches fewer kernels and moves fewer bytes, with the same GEMM FLOPs") {
     const std::vector<ModuleWork> fused = transformer_modules(small_llama(), small_training());

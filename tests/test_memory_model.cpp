@@ -101,7 +101,18 @@ TEST_CASE("activations per token follow the tensor-by-tensor count", "[memory][a
   const double tokens = 4096;
   const auto footprint = activation_footprint(llama, flash);
   REQUIRE(footprint.layers_bytes == Approx(32 * tokens * 131712));
-  REQUIRE(footprint.head_bytes == Approx(tokens * (2 * 2 * 4096 + 6 * 32000)));
+  // The head keeps its two inputs and the loss's fp32 softmax; Megatron-Core's
+  // loss holds the bf16 logits beside it in the forward, and the bf16 cast
+  // of their gradient beside its fp32 one in the backward.
+  REQUIRE(footprint.head_bytes == Approx(tokens * (2 * 2 * 4096 + 4 * 32000)));
+  REQUIRE(footprint.head_working_bytes == Approx(tokens * 2 * 32000));
+  REQUIRE(footprint.total() == Approx(footprint.layers_bytes + footprint.head_bytes + footprint.head_working_bytes));
+  // Eager cross_entropy(logits.float()): bf16 logits, their fp32 copy and the
+  // log-softmax in the forward (6 bytes a logit on top of the 4 kept); both
+  // fp32 gradients in the backward (8).
+  const LossWorkingBytes eager = head_working_bytes_per_token(llama, flash, {}, KernelImplementation::eager);
+  REQUIRE(eager.forward == Approx(6 * 32000));
+  REQUIRE(eager.backward == Approx(8 * 32000));
   // Full recompute keeps each layer's input and rebuilds one layer at a time.
   TrainingConfig full = flash;
   full.recompute = Recompute::full;

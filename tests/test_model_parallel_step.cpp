@@ -162,7 +162,10 @@ TEST_CASE("under 1F1B stage s holds p - s micro-batches of activations at its pe
     for (std::size_t module : partition.chunks[static_cast<std::size_t>(s)].front()) {
       per_micro_batch += partition.modules[module].activation_bytes;
     }
-    const double expected = (p - s) * per_micro_batch;
+    // The last stage also holds the loss's working set while it runs.
+    const double working = test::largest_working_bytes(partition.modules, partition.chunks[static_cast<std::size_t>(s)]);
+    REQUIRE((working > 0) == (s == p - 1));
+    const double expected = (p - s) * per_micro_batch + working;
     const auto& peak = timeline.peak_memory[static_cast<std::size_t>(layout.rank(1, 1, s))];
     REQUIRE(peak.by_category[static_cast<std::size_t>(MemoryCategory::activations)] == Approx(expected));
     REQUIRE(estimate[static_cast<std::size_t>(s)].activations == Approx(expected));
@@ -199,8 +202,12 @@ TEST_CASE("a micro-batch group of N lets interleaving run m not a multiple of p,
     }
     return bytes;
   };
+  // The last stage's chunk 1 ends in the loss, whose working set it holds
+  // on top while the loss runs.
+  const double working = test::largest_working_bytes(partition.modules, partition.chunks[1]);
+  REQUIRE(working > 0);
   const std::vector<double> expected = {3 * chunk_bytes(0, 0) + 3 * chunk_bytes(0, 1),
-                                        3 * chunk_bytes(1, 0) + chunk_bytes(1, 1)};
+                                        3 * chunk_bytes(1, 0) + chunk_bytes(1, 1) + working};
   const std::vector<MemoryBreakdown> estimate = estimate_stage_memory(config);
   const workloads::Timeline timeline = test::simulate_on(program, world(), sim::NetworkMode::analytical);
   const ModelParallelLayout layout{1, 8, 2};

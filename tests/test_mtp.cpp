@@ -158,7 +158,11 @@ TEST_CASE("an MTP depth's kernels and calls under tensor and sequence parallelis
   const ModuleWork& head = modules.back();
   REQUIRE(gemm_flops(head.forward) == 2 * (2 * T * (kVocab / 2) * h));
   REQUIRE(calls(head.forward).size() == 2 + 2 * 3);  // two LM-head gathers, three loss all-reduces each
-  REQUIRE(head.activation_bytes == Approx(2 * T * (2 * e * h / 2 + (e + 4) * kVocab / 2)));
+  // Each keeps its fp32 softmax; one loss at a time holds its bf16 logits
+  // (forward) or their gradient's bf16 cast (backward) on top.
+  REQUIRE(head.activation_bytes == Approx(2 * T * (2 * e * h / 2 + 4 * kVocab / 2)));
+  REQUIRE(head.forward_working_bytes == Approx(T * e * kVocab / 2));
+  REQUIRE(head.backward_working_bytes == Approx(T * e * kVocab / 2));
   REQUIRE(head.parameters == 2 * h + kVocab * h / 2);  // both final norms whole, the LM head split
 
   // Full recompute keeps the depth's two inputs and runs its projection
@@ -180,7 +184,7 @@ TEST_CASE("an MTP depth's kernels and calls under tensor and sequence parallelis
   const ModelSpec plain = test::small_pipeline_model(2);
   const double added = activation_footprint(model, training, tp).total() - activation_footprint(plain, training, tp).total();
   REQUIRE(added == Approx(T * (layer_activation_bytes_per_token(plain, training, 1, tp) + 4 * e * h / 2 +
-                               2 * e * h / 2 + (e + 4) * kVocab / 2)));
+                               2 * e * h / 2 + 4 * kVocab / 2)));
 
   // eh_proj's outputs must split over the group.
   ModelSpec odd = model;

@@ -55,6 +55,9 @@
 
 namespace shardsim::workloads {
 
+// fp32 values: master weights, Adam's moments, the loss, upcasts in eager code.
+inline constexpr double kFloat32Bytes = 4;
+
 enum class Recompute { none, selective, full, ops };
 
 // Sixteen times the longest contexts trained on (about 1M tokens): beyond it

@@ -10,9 +10,6 @@
 
 namespace shardsim::workloads {
 
-// fp32 values: master weights, Adam's moments, upcasts in eager code.
-inline constexpr double kFloat32Bytes = 4;
-
 // The dtype of activations, gradients and element-wise work under the
 // training's precision (fp8 touches only GEMMs).
 Dtype value_dtype(const TrainingConfig& training);

@@ -169,6 +169,11 @@ struct ModuleWork : ModuleParameters {
   double activation_bytes = 0;
   // Allocated for the backward of a module being recomputed, then freed.
   double recompute_working_bytes = 0;
+  // Allocated while the module's forward (backward) kernels run, on top of
+  // what it keeps, and freed when they end: the loss's copies of the logits
+  // (head_working_bytes_per_token).
+  double forward_working_bytes = 0;
+  double backward_working_bytes = 0;
   // Under sequence parallelism: this GPU's parameters of the tensors every
   // GPU of the tensor-parallel group holds whole and runs on its own part of
   // the sequence (norms, MLA's down-projections and latent norms, a MoE

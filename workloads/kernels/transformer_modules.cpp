@@ -606,11 +606,17 @@ ModuleWork ModuleListBuilder::head() {
     head.forward.push_back(waiting_for_call(gemm(prefix + "lm_head", x, T_, x.vocab, h_), after_gather_));
     // Cross-entropy reads the logits and keeps their fp32 upcast for backward;
     // over a vocabulary split t ways it all-reduces three fp32 values per token.
-    // Eager F.cross_entropy on the bf16 logits: log_softmax (read, write),
-    // then the negative log-likelihood of the targets (T values).
-    KernelSpec loss = elementwise(prefix + "loss", x, T_ * x.vocab);
-    loss.hbm_bytes = (eager_ ? 2 * x.e : x.e + 4) * T_ * x.vocab;
-    head.forward.push_back(loss);
+    // Eager cross_entropy(pred.float()): the upcast, then log_softmax (read,
+    // write) and the negative log-likelihood of the targets (T values).
+    const double logits = T_ * x.vocab;
+    if (eager_) {
+      head.forward.push_back(memory_pass(prefix + "loss.upcast", Dtype::fp32, logits, x.e + kFloat32Bytes));
+      head.forward.push_back(memory_pass(prefix + "loss.log_softmax", Dtype::fp32, logits, 2 * kFloat32Bytes));
+    } else {
+      KernelSpec loss = elementwise(prefix + "loss", x, logits);
+      loss.hbm_bytes = (x.e + kFloat32Bytes) * logits;
+      head.forward.push_back(loss);
+    }
     if (parallel_.tensor > 1) {
       for (const char* value : {"loss.logit_max", "loss.target_logit", "loss.exp_sum"}) {
         head.forward.push_back(group_call(prefix + value + ".all_reduce", CallGroup::tensor_parallel,
@@ -621,12 +627,15 @@ ModuleWork ModuleListBuilder::head() {
     if (eager_) {
       // nll_loss_backward writes a zeroed gradient of the log-probabilities
       // with the targets' entries set; log_softmax_backward reads it and the
-      // log-probabilities and writes the logits' gradient.
-      head.backward.push_back(elementwise(prefix + "loss.backward.nll", x, T_ * x.vocab));
-      head.backward.push_back(elementwise(prefix + "loss.backward.log_softmax", x, 3 * T_ * x.vocab));
+      // log-probabilities and writes the logits' gradient, which the
+      // upcast's backward casts back to the training dtype.
+      head.backward.push_back(memory_pass(prefix + "loss.backward.nll", Dtype::fp32, logits, kFloat32Bytes));
+      head.backward.push_back(
+          memory_pass(prefix + "loss.backward.log_softmax", Dtype::fp32, logits, 3 * kFloat32Bytes));
+      head.backward.push_back(memory_pass(prefix + "loss.backward.downcast", Dtype::fp32, logits, kFloat32Bytes + x.e));
     } else {
-      KernelSpec loss_backward = elementwise(prefix + "loss.backward", x, T_ * x.vocab);
-      loss_backward.hbm_bytes = (4 + x.e) * T_ * x.vocab;
+      KernelSpec loss_backward = elementwise(prefix + "loss.backward", x, logits);
+      loss_backward.hbm_bytes = (kFloat32Bytes + x.e) * logits;
       head.backward.push_back(loss_backward);
     }
     linear_.column_backward(head.backward, prefix + "lm_head", h_, x.vocab);
@@ -634,6 +643,9 @@ ModuleWork ModuleListBuilder::head() {
         waiting_for_call(elementwise(prefix + "final_norm.backward", x, 3 * local_tokens_ * h_), after_combine_));
   }
   head.activation_bytes = T_ * head_activation_bytes_per_token(model_, training_, parallel_, kernels_);
+  const LossWorkingBytes loss_working = head_working_bytes_per_token(model_, training_, parallel_, kernels_);
+  head.forward_working_bytes = T_ * loss_working.forward;
+  head.backward_working_bytes = T_ * loss_working.backward;
   return head;
 }
 

@@ -171,13 +171,19 @@ double mtp_input_activation_bytes_per_token(const ModelSpec& model, const Traini
 
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
                                        const ModelParallelism& parallel, KernelImplementation kernels) {
+  (void)kernels;  // both keep one fp32 copy of the logits
   const double e = training.bytes_per_value;
-  // The logits and what the loss keeps of them: their fp32 upcast (fused),
-  // or the log-softmax output in the training dtype (eager cross_entropy).
-  const double loss_bytes = kernels == KernelImplementation::eager ? 2.0 * e : e + 4.0;
   const double prediction = 2.0 * e * static_cast<double>(model.hidden) / parallel.sequence_shards() +
-                            loss_bytes * static_cast<double>(model.vocab) / parallel.tensor;
+                            kFloat32Bytes * static_cast<double>(model.vocab) / parallel.tensor;
   return (1 + model.mtp_layers) * prediction;
+}
+
+LossWorkingBytes head_working_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                              const ModelParallelism& parallel, KernelImplementation kernels) {
+  const double e = training.bytes_per_value;
+  const double logits = static_cast<double>(model.vocab) / parallel.tensor;
+  if (kernels == KernelImplementation::eager) return {(e + kFloat32Bytes) * logits, 2 * kFloat32Bytes * logits};
+  return {e * logits, e * logits};
 }
 
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
@@ -212,6 +218,8 @@ ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingC
   footprint.recompute_working_bytes =
       training.recompute == Recompute::selective ? tokens * largest_rebuilt : largest_layer;
   footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel, kernels);
+  const LossWorkingBytes loss = head_working_bytes_per_token(model, training, parallel, kernels);
+  footprint.head_working_bytes = tokens * std::max(loss.forward, loss.backward);
   return footprint;
 }
 

@@ -56,13 +56,17 @@
 #include "workloads/inputs/plan.h"
 #include "workloads/inputs/training.h"
 
+#include <algorithm>
+
 namespace shardsim::workloads {
 
 struct ActivationFootprint {
   double layers_bytes = 0;            // kept by all layers until their backward
   double head_bytes = 0;              // final norm, LM head, logits and loss
   double recompute_working_bytes = 0; // one layer (full recompute) or one module's parts (selective) rebuilt
-  double total() const { return layers_bytes + head_bytes + recompute_working_bytes; }
+  double head_working_bytes = 0;      // the loss's copies of the logits, in its forward or backward
+  // Not a timeline: the largest working set is held beside everything kept.
+  double total() const { return layers_bytes + head_bytes + std::max(recompute_working_bytes, head_working_bytes); }
 };
 
 // Bytes one layer keeps per token, on one GPU of its tensor-parallel group:
@@ -101,11 +105,32 @@ double layer_input_bytes_per_token(const ModelSpec& model, const TrainingConfig&
 double mtp_input_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
                                             const ModelParallelism& parallel = {});
 
-// The head's (final norm input, LM head input, logits and their fp32
-// upcast), once for the model's prediction and once for each MTP depth's.
+// The head's, once for the model's prediction and once for each MTP
+// depth's: the final norm's and the LM head's inputs, and what the loss keeps
+// for its backward, the logits' softmax (Megatron-Core) or log-softmax
+// (PyTorch's cross_entropy) in fp32. Every framework computes the loss of
+// bf16 logits in fp32 (head_working_bytes_per_token).
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
                                        const ModelParallelism& parallel = {},
                                        KernelImplementation kernels = KernelImplementation::fused);
+
+// What the loss allocates on top of what it keeps, per token, while its
+// forward and its backward run, and frees when each ends: the logits'
+// copies. Megatron-Core (megatron/core/tensor_parallel/cross_entropy.py at
+// 00611e6e: calculate_logits_max upcasts, every later step is in place, the
+// backward writes the gradient into the saved softmax) holds the bf16
+// logits beside their fp32 copy in the forward, and the gradient's bf16
+// cast beside the fp32 one in the backward (autograd casts a gradient to
+// its input's dtype). Eager PyTorch (torchtitan's loss_fn,
+// cross_entropy(pred.float()); Hugging Face's logits.float()) holds the bf16
+// logits, their fp32 copy and the log-softmax output at once in the forward,
+// and the nll_loss gradient beside log_softmax's in the backward, both fp32.
+struct LossWorkingBytes {
+  double forward = 0, backward = 0;
+};
+LossWorkingBytes head_working_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
+                                              const ModelParallelism& parallel = {},
+                                              KernelImplementation kernels = KernelImplementation::fused);
 
 // One micro-batch of one rank holding every layer (no pipeline), its share of
 // the tokens under DeepSpeed-Ulysses.
