@@ -20,6 +20,7 @@
 #include "topology/placement.h"
 #include "topology/routing.h"
 #include "workloads/compile/step_compiler.h"
+#include "workloads/memory/allocator_replay.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -101,6 +102,15 @@ void print_interruptions(const sim::ReliabilityInputs& inputs, const sim::Goodpu
               g.checkpoint_interval_seconds / 60);
 }
 
+// The first rank that runs each of the program's rank programs, by index.
+std::vector<int> first_rank_of_each_program(const workloads::Program& program) {
+  std::vector<int> first(program.programs.size(), -1);
+  for (int rank = program.ranks - 1; rank >= 0; --rank) {
+    first[static_cast<std::size_t>(program.program_of_rank[static_cast<std::size_t>(rank)])] = rank;
+  }
+  return first;
+}
+
 int run_step(const RunOptions& options) {
   JobInputs inputs = load_job_inputs(options.job);
   print_notes(inputs);
@@ -129,6 +139,10 @@ int run_step(const RunOptions& options) {
   // the breakdown is of: a pipeline step keeps half a gigabyte for all 1024.
   std::vector<int> timed{options.breakdown_rank};
   if (!options.trace.empty() || !options.h5.empty()) timed.insert(timed.end(), record.begin(), record.end());
+  // And a rank of each distinct program (a pipeline's stages), for the
+  // caching allocator's replay of whichever holds the most.
+  const std::vector<int> programs = first_rank_of_each_program(program);
+  timed.insert(timed.end(), programs.begin(), programs.end());
   simulation.timed_ranks = std::move(timed);
   const int group_ranks = sim::placement_group_ranks(step.plan, inputs.factors, step.ranks());
   simulation.gpu_of_rank =
@@ -143,8 +157,16 @@ int run_step(const RunOptions& options) {
   };
   const workloads::Timeline timeline = sim::simulate(program, cluster, router, profile, simulation);
   progress.reset();
-  const sim::StepSummary summary =
+  sim::StepSummary summary =
       sim::summarize_step(program, timeline, profile, inputs.cluster.node.gpu_memory_bytes, options.breakdown_rank);
+  if (!timeline.out_of_memory) {
+    const int peak_program = program.program_of_rank[static_cast<std::size_t>(summary.peak_memory_rank)];
+    const workloads::AllocatorPeaks allocator = workloads::replay_caching_allocator(
+        program, timeline, programs[static_cast<std::size_t>(peak_program)],
+        {step.plan.expandable_segments, static_cast<std::uint64_t>(inputs.cluster.node.gpu_memory_bytes)});
+    summary.reserved_memory_bytes = allocator.reserved_bytes;
+    summary.allocator_out_of_memory = allocator.out_of_memory;
+  }
   nlohmann::json summary_json = sim::summary_to_json(program, timeline, summary);
   summary_json["cluster"] = inputs.cluster.name;
   summary_json["profile"] = profile.name;

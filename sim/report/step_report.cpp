@@ -125,6 +125,10 @@ nlohmann::json summary_to_json(const workloads::Program& program, const workload
                            {"total_bytes", summary.peak_memory.total_bytes},
                            {"at_seconds", seconds_from_picoseconds(summary.peak_memory.when)},
                            {"gpu_memory_bytes", summary.gpu_memory_bytes}};
+  if (summary.reserved_memory_bytes > 0) {
+    memory["reserved_bytes"] = summary.reserved_memory_bytes;
+    memory["reserved_out_of_memory"] = summary.allocator_out_of_memory;
+  }
   for (int c = 0; c < workloads::kMemoryCategoryCount; ++c) {
     memory["bytes"][std::string(workloads::to_string(static_cast<workloads::MemoryCategory>(c)))] =
         summary.peak_memory.by_category[static_cast<std::size_t>(c)];

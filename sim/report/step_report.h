@@ -47,6 +47,11 @@ struct StepSummary {
   double tokens_per_gpu_per_second = 0;
   int peak_memory_rank = 0;       // the rank with the highest peak
   workloads::MemoryPeak peak_memory;
+  // What PyTorch's caching allocator reserves on that rank over the step
+  // (torch.cuda.max_memory_reserved(); workloads/memory/allocator_replay.h),
+  // and whether a request found no room for a new segment; 0 where not replayed.
+  double reserved_memory_bytes = 0;
+  bool allocator_out_of_memory = false;
   double gpu_memory_bytes = 0;
   TimeBreakdown breakdown;
 };

@@ -150,6 +150,12 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   std::printf("%-30s %12.2f GiB of %.2f GiB (rank %d)\n", "peak memory", summary.peak_memory.total_bytes / kGiB,
               summary.gpu_memory_bytes / kGiB, summary.peak_memory_rank);
   print_memory(summary.peak_memory.by_category);
+  if (summary.reserved_memory_bytes > 0) {
+    std::printf("%-30s %12.2f GiB (PyTorch's caching allocator%s)%s\n", "reserved memory",
+                summary.reserved_memory_bytes / kGiB,
+                program.description.value("expandable_segments", false) ? ", expandable segments" : "",
+                summary.allocator_out_of_memory ? ": OUT OF MEMORY, no room for a new segment" : "");
+  }
   const sim::TimeBreakdown& b = summary.breakdown;
   const auto share = [&](double seconds) { return summary.step_seconds > 0 ? 100 * seconds / summary.step_seconds : 0.0; };
   std::printf("time breakdown of rank %d\n", b.rank);

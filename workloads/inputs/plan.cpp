@@ -217,13 +217,14 @@ void read_quantization(JsonObjectReader& reader, Plan& plan, const SystemBehavio
   }
 }
 
-// The framework's kernels and the gradients' reduce dtype.
+// The framework's kernels, its allocator's setting and the gradients' reduce dtype.
 void read_implementation(JsonObjectReader& reader, Plan& plan, const SystemBehaviour& behaviour) {
   plan.kernels = behaviour.eager_kernels_by_default ? KernelImplementation::eager : KernelImplementation::fused;
   if (reader.has("kernels")) {
     plan.kernels = reader.choice("kernels", {"fused", "eager"}) == "eager" ? KernelImplementation::eager
                                                                            : KernelImplementation::fused;
   }
+  if (reader.has("expandable_segments")) plan.expandable_segments = reader.boolean("expandable_segments");
   if (!reader.has("reduce_dtype")) return;
   if (behaviour.compiler != StepCompiler::data_parallel) {
     reader.fail("reduce_dtype", "is read for the data-parallel systems; Megatron-LM and ZeroPP reduce as their "

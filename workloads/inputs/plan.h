@@ -145,6 +145,9 @@ struct Plan {
   bool quantized_gradients = false;  // ZeRO++ qgZ
   KernelImplementation kernels = KernelImplementation::fused;
   GradientReduceDtype reduce_dtype = GradientReduceDtype::training;  // data-parallel systems
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (caching_allocator.h),
+  // as torchtitan's run_llama_train.sh launches; PyTorch's default is off.
+  bool expandable_segments = false;
   ModelParallelism model_parallel;
   ExpertParallelism experts;
   std::vector<std::string> sources;

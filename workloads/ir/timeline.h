@@ -61,6 +61,10 @@ struct Timeline {
   double spine_bytes = 0;          // payload bytes that crossed from a leaf up to the spines
 };
 
+// The indices of a rank's memory ops that ran, in the order they ran
+// (program order on ties).
+std::vector<std::size_t> memory_ops_in_time_order(const RankProgram& program, const std::vector<OpTiming>& timings);
+
 // Each rank's peak memory from a timeline's memory ops taken in time order
 // (program order on ties) on top of the resident bytes: for a measured
 // timeline, which the simulator did not produce.
