@@ -85,7 +85,9 @@ inline double largest_working_bytes(const std::vector<workloads::ModuleWork>& mo
                                     const std::vector<std::vector<std::size_t>>& chunks) {
   double working = 0;
   for (const auto& chunk : chunks) {
-    for (std::size_t m : chunk) working = std::max({working, modules[m].forward_working_bytes, modules[m].backward_working_bytes});
+    for (std::size_t m : chunk) {
+      working = std::max({working, modules[m].forward_working_bytes(), modules[m].backward_working_bytes()});
+    }
   }
   return working;
 }

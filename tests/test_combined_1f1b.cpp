@@ -324,7 +324,7 @@ TEST_CASE("a combined step holds one micro-batch's activations more", "[combined
   const auto before = estimate_stage_memory(config);
   const auto after = estimate_stage_memory(moe_step(1, 1, 16, 4, true));
   const workloads::LossWorkingBytes loss = workloads::head_working_bytes_per_token(config.model, config.training);
-  const double working = static_cast<double>(config.training.tokens_per_micro_batch()) * std::max(loss.forward, loss.backward);
+  const double working = static_cast<double>(config.training.tokens_per_micro_batch()) * std::max(loss.forward_total(), loss.backward_total());
   REQUIRE(working > 0);
   REQUIRE(before[0].activations > working);
   REQUIRE(after[0].activations - working == Approx(2 * (before[0].activations - working)));

@@ -161,8 +161,8 @@ TEST_CASE("an MTP depth's kernels and calls under tensor and sequence parallelis
   // Each keeps its fp32 softmax; one loss at a time holds its bf16 logits
   // (forward) or their gradient's bf16 cast (backward) on top.
   REQUIRE(head.activation_bytes == Approx(2 * T * (2 * e * h / 2 + 4 * kVocab / 2)));
-  REQUIRE(head.forward_working_bytes == Approx(T * e * kVocab / 2));
-  REQUIRE(head.backward_working_bytes == Approx(T * e * kVocab / 2));
+  REQUIRE(head.forward_working == std::vector<double>{T * e * kVocab / 2});
+  REQUIRE(head.backward_working == std::vector<double>{T * e * kVocab / 2});
   REQUIRE(head.parameters == 2 * h + kVocab * h / 2);  // both final norms whole, the LM head split
 
   // Full recompute keeps the depth's two inputs and runs its projection

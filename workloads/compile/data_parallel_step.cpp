@@ -351,9 +351,9 @@ void StepBuilder::forward(int micro_batch) {
     if (micro_batch == 0 && update_at_start_ && update_of_module_[module]) deps.push_back(*update_of_module_[module]);
     activation_alloc_[module] = memory(prefix + work.name + ".activations.alloc", MemoryCategory::activations,
                                        work.activation_bytes, compute_stream);
-    allocate_working(prefix + work.name + ".", work.forward_working_bytes);
+    allocate_working(prefix + work.name + ".", work.forward_working);
     run(work.forward, prefix + work.name + ".", deps, [this](CallGroup group) { return route(group); });
-    free_working(prefix + work.name + ".", work.forward_working_bytes);
+    free_working(prefix + work.name + ".", work.forward_working);
     free_gathered(t, prefix);
   }
 }
@@ -380,9 +380,9 @@ void StepBuilder::backward(int micro_batch, bool last) {
         memory(name + "gradient.alloc", MemoryCategory::communication_buffers, g_ * work.parameters, compute_stream);
       }
       run(work.recompute, name + "recompute.", deps, routed);
-      allocate_working(name + "backward.", work.backward_working_bytes);
+      allocate_working(name + "backward.", work.backward_working);
       run(work.backward, name, deps, routed);
-      free_working(name + "backward.", work.backward_working_bytes);
+      free_working(name + "backward.", work.backward_working);
       // From the second micro-batch on, each rank adds the new gradient into
       // the 1/f_G it keeps between micro-batches, in place: whole gradients
       // (f_G 1) are PyTorch's param.grad, which AccumulateGrad adds into

@@ -148,9 +148,9 @@ void StageBuilder::forward(const PipelinePass& pass) {
     const ModuleWork& work = partition_.modules[module];
     if (gather_at_start_ && pass.micro_batch == 0 && gather_of_module_[module]) deps.push_back(*gather_of_module_[module]);
     memory(name + work.name + ".activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
-    allocate_working(name + work.name + ".", work.forward_working_bytes);
+    allocate_working(name + work.name + ".", work.forward_working);
     run(work.forward, name + work.name + ".", deps);
-    free_working(name + work.name + ".", work.forward_working_bytes);
+    free_working(name + work.name + ".", work.forward_working);
   }
   send_activations(pass, after_pass(deps));
 }
@@ -172,9 +172,9 @@ void StageBuilder::backward(const PipelinePass& pass, bool last_of_chunk) {
              compute_stream);
     }
     run(work.recompute, module_prefix + "recompute.", deps);
-    allocate_working(module_prefix + "backward.", work.backward_working_bytes);
+    allocate_working(module_prefix + "backward.", work.backward_working);
     run(work.backward, module_prefix, deps);
-    free_working(module_prefix + "backward.", work.backward_working_bytes);
+    free_working(module_prefix + "backward.", work.backward_working);
     const bool layer_done = std::next(it) == modules.rend() || partition_.modules[*std::next(it)].layer != work.layer;
     if (working > 0 && (layer_done || !whole_layers)) {
       memory(module_prefix + "recompute.free", MemoryCategory::activations, -std::exchange(working, 0.0), compute_stream);
@@ -262,18 +262,19 @@ void StageBuilder::combined(const CombinedStep& step) {
       }
       // A list's working memory from its first range to its last (of a list
       // split in halves, from the input gradient's to the weight gradient's).
-      const double working_bytes = range.list == KernelListKind::forward    ? work.forward_working_bytes
-                                   : range.list == KernelListKind::backward ? work.backward_working_bytes
-                                                                            : 0.0;
+      static const std::vector<double> none;
+      const std::vector<double>& working = range.list == KernelListKind::forward    ? work.forward_working
+                                           : range.list == KernelListKind::backward ? work.backward_working
+                                                                                    : none;
       const std::string working_prefix = module_prefix + (range.forward_pass ? "" : "backward.");
       using Half = ListRange::Half;
       if (range.entries.begin == 0 && range.entries.half != Half::weight_gradient) {
-        allocate_working(working_prefix, working_bytes);
+        allocate_working(working_prefix, working);
       }
       run_range(list, entries, range.list == KernelListKind::recompute ? module_prefix + "recompute." : module_prefix,
                 deps, [this](CallGroup group) { return route(group); }, it->second);
       if (range.entries.end == list.size() && range.entries.half != Half::input_gradient) {
-        free_working(working_prefix, working_bytes);
+        free_working(working_prefix, working);
       }
       if (range.finishes_module) {
         if (work.recompute_working_bytes > 0) {

@@ -200,8 +200,8 @@ std::vector<MemoryBreakdown> estimate_stage_memory(const StepConfig& config) {
       for (std::size_t m : chunks[c]) {
         chunk_bytes[c] += partition.modules[m].activation_bytes;
         const ModuleWork& work = partition.modules[m];
-        working = std::max({working, work.recompute_working_bytes, work.forward_working_bytes,
-                            work.backward_working_bytes});
+        working = std::max({working, work.recompute_working_bytes, work.forward_working_bytes(),
+                            work.backward_working_bytes()});
       }
     }
     // A combined step holds both passes' activations at once.

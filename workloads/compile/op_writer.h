@@ -82,14 +82,21 @@ class OpWriter {
     if (stream == compute_stream_) last_on_compute_stream_ = last_compute_;
     return *last_compute_;
   }
-  // The working memory a module's kernel list holds while it runs
-  // (ModuleWork::forward_working_bytes, backward_working_bytes): allocated
-  // before its first kernel, freed after its last, on the compute stream.
-  void allocate_working(std::string_view prefix, double bytes) {
-    if (bytes > 0) memory(std::string(prefix) + "working.alloc", MemoryCategory::activations, bytes, compute_stream_);
+  // The working tensors a module's kernel list holds while it runs
+  // (ModuleWork::forward_working, backward_working): allocated in order
+  // before its first kernel, freed in reverse after its last, on the
+  // compute stream.
+  void allocate_working(std::string_view prefix, const std::vector<double>& tensors) {
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      memory(std::string(prefix) + "working" + std::to_string(i) + ".alloc", MemoryCategory::activations, tensors[i],
+             compute_stream_);
+    }
   }
-  void free_working(std::string_view prefix, double bytes) {
-    if (bytes > 0) memory(std::string(prefix) + "working.free", MemoryCategory::activations, -bytes, compute_stream_);
+  void free_working(std::string_view prefix, const std::vector<double>& tensors) {
+    for (std::size_t i = tensors.size(); i-- > 0;) {
+      memory(std::string(prefix) + "working" + std::to_string(i) + ".free", MemoryCategory::activations, -tensors[i],
+             compute_stream_);
+    }
   }
 
   // Where a call of a kernel list runs.

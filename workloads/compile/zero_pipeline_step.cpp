@@ -235,9 +235,9 @@ void StageBuilder::forward(const PipelinePass& pass, std::size_t k) {
     const std::vector<OpIndex> ready = parameters_ready(k, module);
     deps.insert(deps.end(), ready.begin(), ready.end());
     memory(name + work.name + ".activations.alloc", MemoryCategory::activations, work.activation_bytes, compute_stream);
-    allocate_working(name + work.name + ".", work.forward_working_bytes);
+    allocate_working(name + work.name + ".", work.forward_working);
     for (const KernelSpec& spec : work.forward) kernel(spec, name + work.name + ".", std::exchange(deps, {}));
-    free_working(name + work.name + ".", work.forward_working_bytes);
+    free_working(name + work.name + ".", work.forward_working);
   }
   send_activations(pass, after_last_compute());
 }
@@ -258,11 +258,11 @@ void StageBuilder::input_gradient(const PipelinePass& pass, std::size_t k) {
     }
     for (const KernelSpec& spec : work.recompute) kernel(spec, module_prefix + "recompute.", std::exchange(deps, {}));
     // The loss's working memory is done with once the logits' gradient is.
-    allocate_working(module_prefix + "backward.", work.backward_working_bytes);
+    allocate_working(module_prefix + "backward.", work.backward_working);
     for (const KernelSpec& spec : work.backward) {
       if (!spec.weight_gradient) kernel(spec, module_prefix, std::exchange(deps, {}));
     }
-    free_working(module_prefix + "backward.", work.backward_working_bytes);
+    free_working(module_prefix + "backward.", work.backward_working);
   }
   send_gradients(pass, after_last_compute());
 }

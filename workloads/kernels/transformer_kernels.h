@@ -113,6 +113,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -169,11 +170,12 @@ struct ModuleWork : ModuleParameters {
   double activation_bytes = 0;
   // Allocated for the backward of a module being recomputed, then freed.
   double recompute_working_bytes = 0;
-  // Allocated while the module's forward (backward) kernels run, on top of
-  // what it keeps, and freed when they end: the loss's copies of the logits
-  // (head_working_bytes_per_token).
-  double forward_working_bytes = 0;
-  double backward_working_bytes = 0;
+  // Tensors (bytes each) allocated in order while the module's forward
+  // (backward) kernels run, on top of what it keeps, and freed when they
+  // end: the loss's copies of the logits (head_working_bytes_per_token).
+  std::vector<double> forward_working, backward_working;
+  double forward_working_bytes() const { return std::accumulate(forward_working.begin(), forward_working.end(), 0.0); }
+  double backward_working_bytes() const { return std::accumulate(backward_working.begin(), backward_working.end(), 0.0); }
   // Under sequence parallelism: this GPU's parameters of the tensors every
   // GPU of the tensor-parallel group holds whole and runs on its own part of
   // the sequence (norms, MLA's down-projections and latent norms, a MoE

@@ -644,8 +644,8 @@ ModuleWork ModuleListBuilder::head() {
   }
   head.activation_bytes = T_ * head_activation_bytes_per_token(model_, training_, parallel_, kernels_);
   const LossWorkingBytes loss_working = head_working_bytes_per_token(model_, training_, parallel_, kernels_);
-  head.forward_working_bytes = T_ * loss_working.forward;
-  head.backward_working_bytes = T_ * loss_working.backward;
+  for (double bytes : loss_working.forward) head.forward_working.push_back(T_ * bytes);
+  for (double bytes : loss_working.backward) head.backward_working.push_back(T_ * bytes);
   return head;
 }
 

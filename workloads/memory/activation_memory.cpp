@@ -182,8 +182,11 @@ LossWorkingBytes head_working_bytes_per_token(const ModelSpec& model, const Trai
                                               const ModelParallelism& parallel, KernelImplementation kernels) {
   const double e = training.bytes_per_value;
   const double logits = static_cast<double>(model.vocab) / parallel.tensor;
-  if (kernels == KernelImplementation::eager) return {(e + kFloat32Bytes) * logits, 2 * kFloat32Bytes * logits};
-  return {e * logits, e * logits};
+  // Eager: the bf16 logits, their fp32 copy; nll_loss's gradient, log_softmax's.
+  if (kernels == KernelImplementation::eager) {
+    return {{e * logits, kFloat32Bytes * logits}, {kFloat32Bytes * logits, kFloat32Bytes * logits}};
+  }
+  return {{e * logits}, {e * logits}};
 }
 
 ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingConfig& training,
@@ -219,7 +222,7 @@ ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingC
       training.recompute == Recompute::selective ? tokens * largest_rebuilt : largest_layer;
   footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel, kernels);
   const LossWorkingBytes loss = head_working_bytes_per_token(model, training, parallel, kernels);
-  footprint.head_working_bytes = tokens * std::max(loss.forward, loss.backward);
+  footprint.head_working_bytes = tokens * std::max(loss.forward_total(), loss.backward_total());
   return footprint;
 }
 

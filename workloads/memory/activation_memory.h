@@ -57,6 +57,8 @@
 #include "workloads/inputs/training.h"
 
 #include <algorithm>
+#include <numeric>
+#include <vector>
 
 namespace shardsim::workloads {
 
@@ -114,9 +116,9 @@ double head_activation_bytes_per_token(const ModelSpec& model, const TrainingCon
                                        const ModelParallelism& parallel = {},
                                        KernelImplementation kernels = KernelImplementation::fused);
 
-// What the loss allocates on top of what it keeps, per token, while its
-// forward and its backward run, and frees when each ends: the logits'
-// copies. Megatron-Core (megatron/core/tensor_parallel/cross_entropy.py at
+// The tensors the loss allocates on top of what it keeps, per token and in
+// order, while its forward and its backward run, freed when each ends: the
+// logits' copies. Megatron-Core (megatron/core/tensor_parallel/cross_entropy.py at
 // 00611e6e: calculate_logits_max upcasts, every later step is in place, the
 // backward writes the gradient into the saved softmax) holds the bf16
 // logits beside their fp32 copy in the forward, and the gradient's bf16
@@ -126,7 +128,9 @@ double head_activation_bytes_per_token(const ModelSpec& model, const TrainingCon
 // logits, their fp32 copy and the log-softmax output at once in the forward,
 // and the nll_loss gradient beside log_softmax's in the backward, both fp32.
 struct LossWorkingBytes {
-  double forward = 0, backward = 0;
+  std::vector<double> forward, backward;
+  double forward_total() const { return std::accumulate(forward.begin(), forward.end(), 0.0); }
+  double backward_total() const { return std::accumulate(backward.begin(), backward.end(), 0.0); }
 };
 LossWorkingBytes head_working_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
                                               const ModelParallelism& parallel = {},
