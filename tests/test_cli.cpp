@@ -4,11 +4,11 @@
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -287,6 +287,21 @@ TEST_CASE("memory answers as a table or as one JSON object", "[cli][memory]") {
                                      "--scale layers=2,hidden=512,seq=256,micro_batches=3");
   REQUIRE(scaled.exit_code == 0);
   REQUIRE(nlohmann::json::parse(scaled.out)["gradient_accumulation_steps"] == 3);
+
+  // --mem-limit replaces the cluster's GPU memory; the headroom is what is left of it.
+  const double total = answer["total_bytes"].get<double>();
+  const double limit_bytes = std::floor(total / (1 << 20)) * (1 << 20);  // just under the total, in whole MiB
+  const Result limited = run(scratch, "memory --model llama-7b --plan zero1 --gpus 8 --json --mem-limit " +
+                                          std::to_string(static_cast<long long>(limit_bytes)) + "B");
+  REQUIRE(limited.exit_code == 0);
+  const auto tight = nlohmann::json::parse(limited.out);
+  REQUIRE(tight["gpu_memory_bytes"].get<double>() == limit_bytes);
+  REQUIRE_FALSE(tight["fits"].get<bool>());
+  REQUIRE(tight["headroom_bytes"].get<double>() == Approx(limit_bytes - total));
+  REQUIRE(answer["headroom_bytes"].get<double>() == Approx(answer["gpu_memory_bytes"].get<double>() - total));
+  const Result run_limited = run(scratch, "run --model llama-7b --plan zero1 --gpus 8 --scale layers=2 --mem-limit 1GiB");
+  REQUIRE(run_limited.exit_code == 1);
+  REQUIRE_THAT(run_limited.out, Catch::Contains("OUT OF MEMORY") && Catch::Contains("the GPU holds 1.00 GiB"));
 }
 
 TEST_CASE("bad memory questions exit with 2 and say why", "[cli][errors][memory]") {
@@ -301,6 +316,7 @@ TEST_CASE("bad memory questions exit with 2 and say why", "[cli][errors][memory]
       {"memory --model " + zero_layers, zero_layers + ": layers: must be a positive integer, got 0"},
       {"memory --plan no-such-plan", "no-such-plan: no such plan file or preset"},
       {"memory --gpus 5000", "--gpus 5000: cluster dgx-a100-1024 has 1 to 1024 GPUs"},
+      {"memory --mem-limit lots", "--mem-limit"},
   });
 }
 

@@ -1,5 +1,7 @@
 #include "sim/cli/job_inputs.h"
 
+#include "sim/cli/byte_size.h"
+
 #include "workloads/import/deepspeed_config.h"
 #include "workloads/import/megatron_args.h"
 #include "workloads/import/model_file.h"
@@ -41,6 +43,8 @@ void add_job_options(CLI::App& command, JobOptions& options) {
                      "DeepSpeed-Ulysses: consecutive GPUs each micro-batch's sequence is split over, all-to-alls "
                      "around attention (data-parallel systems; default: the plan's, else 1)")
       ->check(CLI::Range(1, 1 << 16));
+  command.add_option("--mem-limit", options.memory_limit,
+                     "Memory per GPU a plan must fit in, e.g. 80GiB (default: the cluster's GPU memory)");
 }
 
 void add_plan_variant_options(CLI::App& command, JobOptions& options) {
@@ -63,6 +67,9 @@ JobInputs load_job_inputs(const JobOptions& options) {
   using namespace workloads;
   JobInputs inputs;
   inputs.cluster = topology::load_cluster_spec(options.cluster);
+  if (!options.memory_limit.empty()) {
+    inputs.cluster.node.gpu_memory_bytes = static_cast<double>(parse_byte_size("--mem-limit", options.memory_limit));
+  }
   StepConfig& step = inputs.step;
   step.model = load_model(options.model);
   const int available = inputs.cluster.gpu_count();

@@ -35,6 +35,7 @@ struct JobOptions {
   int ulysses = 0;                     // 0: as the plan says
   std::string overlap = "plan";    // or an overlap level (workloads::kOverlapLevels)
   std::string behaviour = "plan";  // or as_implemented / ideal
+  std::string memory_limit;        // --mem-limit, e.g. 80GiB; empty: the cluster's GPU memory
 };
 
 struct JobInputs {

@@ -63,7 +63,8 @@ int run_memory(const MemoryOptions& options) {
                           {"flash_attention", training.flash_attention},
                           {"total_bytes", memory.total()},
                           {"gpu_memory_bytes", capacity},
-                          {"fits", fits}};
+                          {"fits", fits},
+                          {"headroom_bytes", capacity - memory.total()}};
     for (const auto& [name, bytes] : parts) out["bytes"][name] = bytes;
     if (!experts.is_null()) out["experts"] = experts;
     if (mp.ulysses > 1) out["ulysses"] = mp.ulysses;
@@ -94,6 +95,9 @@ int run_memory(const MemoryOptions& options) {
   std::printf("%-24s %10.2f\n", "total", memory.total() / kGiB);
   std::printf("%-24s %10.2f\n", "gpu_memory", capacity / kGiB);
   std::printf("%-24s %10s\n", "fits", fits ? "yes" : "no (out of memory)");
+  // How close to the limit: what is left of it (negative: what is missing).
+  std::printf("%-24s %10.2f (%.1f %% of gpu_memory)\n", "headroom", (capacity - memory.total()) / kGiB,
+              100 * (capacity - memory.total()) / capacity);
   return 0;
 }
 
