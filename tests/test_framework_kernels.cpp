@@ -275,7 +275,11 @@ TEST_CASE("a plan names its kernels and reduce dtype, or takes its system's") {
   CHECK(plan.reduce_dtype == GradientReduceDtype::fp32);
   fsdp["kernels"] = "compiled";
   CHECK_THROWS_WITH(parse_plan(fsdp, "p.json"), Catch::Contains("p.json: kernels"));
+  CHECK_FALSE(load_plan("zero3").reduce_dtype);  // the system's
   nlohmann::json megatron = load_json_file(resolve_preset("megatron-dp", "workloads/plans", "plan"));
-  megatron["reduce_dtype"] = "fp32";
-  CHECK_THROWS_WITH(parse_plan(megatron, "m.json"), Catch::Contains("m.json: reduce_dtype"));
+  megatron["reduce_dtype"] = "training";  // --grad-reduce-in-bf16
+  CHECK(parse_plan(megatron, "m.json").reduce_dtype == GradientReduceDtype::training);
+  nlohmann::json zero_pipeline = load_json_file(resolve_preset("zero-pipeline-pp4", "workloads/plans", "plan"));
+  zero_pipeline["reduce_dtype"] = "fp32";
+  CHECK_THROWS_WITH(parse_plan(zero_pipeline, "z.json"), Catch::Contains("z.json: reduce_dtype"));
 }

@@ -74,6 +74,48 @@ TEST_CASE("flags are read through a launch script's continuations, comments, str
   REQUIRE(flags.count("nproc_per_node") == 1);
 }
 
+TEST_CASE("a flag's $NAME is what the script assigns NAME, where that is a plain value", "[megatron-args]") {
+  // As NVIDIA's examples/llama/train_llama3_8b_h100_fp8.sh writes its launch.
+  const MegatronFlags flags = read_megatron_flags(
+      "NUM_LAYERS=32  \n"
+      "export SEQ_LENGTH=\"8192\" # the context\n"
+      "TP_SIZE=${TP_SIZE:-2}\n"
+      "WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))\n"
+      "PP=4\nPP=8\n"
+      "ARGS=(\n  --num-layers $NUM_LAYERS\n  --seq-length \"${SEQ_LENGTH}\"\n"
+      "  --tensor-model-parallel-size $TP_SIZE\n  --world $WORLD_SIZE\n  --pipeline-model-parallel-size $PP\n"
+      "  --grad-reduce-in-bf16\n  --fp8-param-gather\n  --micro-batch-size $UNSET\n)\n");
+  REQUIRE(flags.at("num_layers").value == "32");
+  REQUIRE(flags.at("seq_length").value == "8192");
+  REQUIRE(flags.at("tensor_model_parallel_size").value == "2");
+  // Arithmetic, a name assigned twice and a name never assigned stay as written.
+  REQUIRE(flags.at("world").value == "$WORLD_SIZE");
+  REQUIRE(flags.at("pipeline_model_parallel_size").value == "$PP");
+  REQUIRE(flags.at("micro_batch_size").value == "$UNSET");
+  // Switches: the next flag is not taken as their value.
+  REQUIRE_FALSE(flags.at("grad_reduce_in_bf16").value);
+  REQUIRE_FALSE(flags.at("fp8_param_gather").value);
+}
+
+TEST_CASE("Megatron's gradients under --grad-reduce-in-bf16 take half the fp32 buffer", "[megatron-args]") {
+  const std::string launch = kLlama7b + "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16 "
+                                        "--use-distributed-optimizer --micro-batch-size 1 --global-batch-size 64";
+  const auto gradients = [](const MegatronJob& job) {
+    StepConfig config;
+    config.model = load_model("llama-7b");
+    config.training = job.training;
+    config.plan = job.plan;
+    config.data_parallel = job.data_parallel;
+    config.gpus_per_node = 8;
+    return estimate_step_memory(config).memory.gradients;
+  };
+  const MegatronJob fp32 = import(launch), bf16 = import(launch + " --grad-reduce-in-bf16");
+  REQUIRE_FALSE(fp32.plan.reduce_dtype);
+  REQUIRE(bf16.plan.reduce_dtype == GradientReduceDtype::training);
+  REQUIRE(gradients(bf16) == Approx(gradients(fp32) / 2));
+  REQUIRE(gradients(fp32) > 0);
+}
+
 TEST_CASE("GPT-3 175B's launch becomes Megatron's interleaved 3D plan", "[megatron-args]") {
   const MegatronJob job =
       load_megatron_args(example("gpt3-175b-1024gpu.sh"), load_model("gpt3-175b"), base_training(), 1024, 8);

@@ -111,10 +111,13 @@ void print_step_table(const std::string& title, const workloads::Program& progra
   }
   if (d.contains("ulysses")) print_ulysses_line(d.at("ulysses").get<int>());
   // Said where a plan leaves Megatron-style fused kernels and bf16/fp16 reduction.
-  const bool eager = d.value("kernels", "fused") == "eager", fp32_reduce = d.contains("reduce_dtype");
-  if (eager || fp32_reduce) {
+  const bool eager = d.value("kernels", "fused") == "eager", reduce_dtype = d.contains("reduce_dtype");
+  if (eager || reduce_dtype) {
     std::string line = eager ? "PyTorch eager kernels, a kernel per op as torchtitan's Llama" : "";
-    if (fp32_reduce) line += std::string(eager ? "; " : "") + "gradients reduced in fp32";
+    if (reduce_dtype) {
+      line += std::string(eager ? "; " : "") + "gradients reduced in " +
+              (d.at("reduce_dtype") == "fp32" ? "fp32" : "the training dtype");
+    }
     std::printf("# %s\n", line.c_str());
   }
   if (d.contains("hierarchical_parameter_gather")) {

@@ -142,9 +142,12 @@ ModelParallelPartition partition_model(const StepConfig& config) {
   }
   partition.modules = transformer_modules(model, config.training, mp, config.plan.experts, config.plan.kernels);
   // Megatron-LM keeps bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32
-  // is forced on for bf16); fp16 gradients stay fp16. ZeRO keeps them in the
-  // training dtype.
-  const bool fp32_gradients = behaviour.fp32_gradients_for_bf16 && !config.training.fp16;
+  // is forced on for bf16) unless --grad-reduce-in-bf16 (the plan's
+  // reduce_dtype "training"); fp16 gradients stay fp16. ZeRO keeps them in
+  // the training dtype.
+  const bool fp32_gradients = config.plan.reduce_dtype
+                                  ? *config.plan.reduce_dtype == GradientReduceDtype::fp32
+                                  : behaviour.fp32_gradients_for_bf16 && !config.training.fp16;
   partition.gradient_bytes_per_value = fp32_gradients ? 4.0 : config.training.bytes_per_value;
   const double tokens = static_cast<double>(config.training.tokens_per_micro_batch());
   partition.boundary_bytes = config.training.bytes_per_value * tokens * static_cast<double>(model.hidden) /

@@ -151,7 +151,9 @@ nlohmann::json step_description(const StepConfig& config, const ShardingFactors&
   };
   if (config.model.mtp_layers > 0) description["mtp_layers"] = config.model.mtp_layers;
   description["kernels"] = to_string(config.plan.kernels);
-  if (config.plan.reduce_dtype == GradientReduceDtype::fp32) description["reduce_dtype"] = "fp32";
+  if (config.plan.reduce_dtype) {
+    description["reduce_dtype"] = *config.plan.reduce_dtype == GradientReduceDtype::fp32 ? "fp32" : "training";
+  }
   if (config.plan.expandable_segments) description["expandable_segments"] = true;
   return description;
 }

@@ -326,6 +326,13 @@ void read_batch_and_precision(const FlagReader& flags, const TrainingConfig& bas
          (training.fp16 ? "fp16" : "bf16") + " from the training config");
   }
   if (flags.text("fp8_format")) training.fp8_gemms = true;
+  // Megatron's gradient buffer (main_grad) is fp32 for bf16 unless
+  // --grad-reduce-in-bf16 (arguments.py: accumulate_allreduce_grads_in_fp32).
+  if (flags.on("grad_reduce_in_bf16")) job.plan.reduce_dtype = GradientReduceDtype::training;
+  if (flags.on("fp8_param_gather")) {
+    note("--fp8-param-gather: parameters held and gathered in fp8 are not modelled; counted and gathered in " +
+         std::string(training.fp16 ? "fp16" : "bf16"));
+  }
   if (flags.on("use_flash_attn")) training.flash_attention = true;
   if (const auto backend = flags.choice("attention_backend", {"auto", "flash", "fused", "unfused", "local"})) {
     training.flash_attention = *backend != "unfused" && *backend != "local";

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <sstream>
 
 namespace shardsim::workloads {
 
@@ -24,7 +25,7 @@ const std::set<std::string> kSwitches = {
     "account_for_loss_in_pipeline_split", "no_gradient_accumulation_fusion", "use_tp_pp_dp_mapping",
     "scatter_gather_tensors_in_pipeline", "no_scatter_gather_tensors_in_pipeline", "moe_pad_expert_input_to_capacity",
     "moe_grouped_gemm", "moe_shared_expert_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
-    "moe_layer_recompute"};
+    "moe_layer_recompute", "grad_reduce_in_bf16", "fp8_param_gather"};
 
 // Megatron's nargs='*' flags that shardsim reads: every word up to the next
 // flag is theirs, kept space-separated.
@@ -107,10 +108,55 @@ auto parse_whole(const std::string& text, Parse parse) -> std::optional<decltype
 
 bool is_flag(const std::string& word) { return word.size() > 2 && word.compare(0, 2, "--") == 0; }
 
+// The script's plain assignments, NAME=value, export NAME="value" or
+// NAME=${NAME:-value}, one per line: what "$NAME" and "${NAME}" stand for.
+// A name given anything but a literal (another variable, arithmetic, a
+// command), or two different literals, stands for nothing.
+std::map<std::string, std::optional<std::string>> shell_assignments(const std::string& text) {
+  std::map<std::string, std::optional<std::string>> values;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos) continue;
+    if (line.compare(i, 7, "export ") == 0) i = line.find_first_not_of(" \t", i + 7);
+    std::size_t end = i;
+    while (end < line.size() && is_shell_name_char(line[end])) ++end;
+    if (end == i || end >= line.size() || line[end] != '=' || std::isdigit(static_cast<unsigned char>(line[i])) != 0) {
+      continue;
+    }
+    const std::string name = line.substr(i, end - i);
+    std::string value = line.substr(end + 1);
+    if (const auto comment = value.find(" #"); comment != std::string::npos) value.erase(comment);
+    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back())) != 0) value.pop_back();
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    const std::string fallback = "${" + name + ":-";
+    if (value.compare(0, fallback.size(), fallback) == 0 && value.back() == '}') {
+      value = value.substr(fallback.size(), value.size() - fallback.size() - 1);
+    }
+    const bool literal = !value.empty() && value.find_first_of("$`()\"' \t") == std::string::npos;
+    const auto [it, first] = values.try_emplace(name, literal ? std::optional(value) : std::nullopt);
+    if (!first && it->second != (literal ? std::optional(value) : std::nullopt)) it->second = std::nullopt;
+  }
+  return values;
+}
+
+// "$NAME" or "${NAME}" as the script assigns it, else the value as written.
+std::string expand(const std::string& value, const std::map<std::string, std::optional<std::string>>& variables) {
+  if (value.size() < 2 || value[0] != '$') return value;
+  const bool braced = value[1] == '{' && value.back() == '}';
+  const std::string name = braced ? value.substr(2, value.size() - 3) : value.substr(1);
+  if (name.empty() || !std::all_of(name.begin(), name.end(), is_shell_name_char)) return value;
+  const auto it = variables.find(name);
+  return it != variables.end() && it->second ? *it->second : value;
+}
+
 }  // namespace
 
 MegatronFlags read_megatron_flags(const std::string& text) {
   const std::vector<Word> words = shell_words(text);
+  const auto variables = shell_assignments(text);
   MegatronFlags flags;
   for (std::size_t i = 0; i < words.size(); ++i) {
     if (!is_flag(words[i].text)) continue;
@@ -131,6 +177,7 @@ MegatronFlags read_megatron_flags(const std::string& text) {
     } else if (!value && kSwitches.count(name) == 0 && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
       value = words[++i].text;
     }
+    if (value) value = expand(*value, variables);
     flags[name] = MegatronFlag{value, line};
   }
   return flags;
@@ -158,8 +205,9 @@ std::optional<std::string> FlagReader::text(const std::string& field) const {
   const std::string& value = *it->second.value;
   if (value.find('$') != std::string::npos || value.find('`') != std::string::npos) {
     fail(field, "is the shell expression \"" + value +
-                    "\": shardsim reads flags, not shell; expand the script's variables first (e.g. replace "
-                    "torchrun with echo and save what it prints)");
+                    "\": shardsim expands the variables the script assigns a plain value (NAME=32 or "
+                    "NAME=${NAME:-32}), not this one; expand it first (e.g. replace torchrun with echo and save what "
+                    "it prints)");
   }
   return value;
 }

@@ -1,7 +1,9 @@
 // Megatron-LM's flags as a launch script writes them, read as Megatron's
 // argparse would read them: the shell words of the script, each
 // "--name value" or "--name=value" a flag whose field is the name with "-"
-// turned into "_", a flag given twice keeping its last value.
+// turned into "_", a flag given twice keeping its last value. A value
+// "$NAME" or "${NAME}" is what the script assigns NAME, where that is a plain
+// value (NUM_LAYERS=32, TP=${TP:-1}).
 #pragma once
 
 #include <cstdint>

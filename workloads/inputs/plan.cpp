@@ -226,9 +226,9 @@ void read_implementation(JsonObjectReader& reader, Plan& plan, const SystemBehav
   }
   if (reader.has("expandable_segments")) plan.expandable_segments = reader.boolean("expandable_segments");
   if (!reader.has("reduce_dtype")) return;
-  if (behaviour.compiler != StepCompiler::data_parallel) {
-    reader.fail("reduce_dtype", "is read for the data-parallel systems; Megatron-LM and ZeroPP reduce as their "
-                                "compilers say");
+  if (behaviour.compiler == StepCompiler::zero_pipeline) {
+    reader.fail("reduce_dtype", "is read for the data-parallel systems and Megatron-LM; ZeroPP reduces in the "
+                                "training dtype");
   }
   plan.reduce_dtype = reader.choice("reduce_dtype", {"training", "fp32"}) == "fp32" ? GradientReduceDtype::fp32
                                                                                      : GradientReduceDtype::training;

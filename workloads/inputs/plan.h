@@ -123,9 +123,10 @@ enum class KernelImplementation : std::uint8_t {
 };
 std::string to_string(KernelImplementation kernels);
 
-// The dtype gradients are reduced in: the training's (bf16/fp16), or fp32
-// (PyTorch FSDP's MixedPrecisionPolicy(reduce_dtype=torch.float32), as
-// torchtitan sets it).
+// The dtype gradients are kept and reduced in: the training's (bf16/fp16;
+// Megatron-LM's --grad-reduce-in-bf16), or fp32 (PyTorch FSDP's
+// MixedPrecisionPolicy(reduce_dtype=torch.float32), as torchtitan sets it;
+// Megatron-LM's default for bf16).
 enum class GradientReduceDtype : std::uint8_t { training, fp32 };
 
 struct Plan {
@@ -144,7 +145,8 @@ struct Plan {
   bool quantized_weights = false;    // ZeRO++ qwZ
   bool quantized_gradients = false;  // ZeRO++ qgZ
   KernelImplementation kernels = KernelImplementation::fused;
-  GradientReduceDtype reduce_dtype = GradientReduceDtype::training;  // data-parallel systems
+  // Unset: the system's (SystemBehaviour::fp32_gradients_for_bf16). ZeroPP reduces as its compiler says.
+  std::optional<GradientReduceDtype> reduce_dtype;
   // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (caching_allocator.h),
   // as torchtitan's run_llama_train.sh launches; PyTorch's default is off.
   bool expandable_segments = false;
