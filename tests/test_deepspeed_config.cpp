@@ -63,6 +63,20 @@ TEST_CASE("ZeRO-1/2 gradient reduction: multi-rank bucketing unless turned off, 
       "use_multi_rank_bucket_allreduce": false}})").plan.multi_rank_bucketing);
 }
 
+TEST_CASE("offload to cpu or nvme is said to be unmodelled, not taken silently", "[deepspeed]") {
+  // transformers' ZeRO-3 example config with both offloads.
+  const auto offloaded = import(R"({"zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true},
+      "offload_param": {"device": "nvme", "nvme_path": "/local_nvme"}}})");
+  REQUIRE(offloaded.notes.size() == 2);
+  REQUIRE_THAT(offloaded.notes[0], Catch::Contains("ds.json: zero_optimization.offload_optimizer.device \"cpu\": "
+                                                   "offload is not modelled; the optimizer states"));
+  REQUIRE_THAT(offloaded.notes[1], Catch::Contains("offload_param.device \"nvme\"") && Catch::Contains("parameters"));
+  REQUIRE(import(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}})").notes.empty());
+  REQUIRE_THROWS_WITH(import(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": 1}}})"),
+                      Catch::Contains("ds.json: zero_optimization.offload_param.device: must be a string"));
+}
+
 TEST_CASE("MiCS and ZeRO++ settings pick those systems", "[deepspeed]") {
   const auto mics = import(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 8,
       "mics_hierarchical_params_gather": true}})");

@@ -96,6 +96,7 @@ JobInputs load_job_inputs(const JobOptions& options) {
   } else {
     step.data_parallel = gpus;
     const DeepSpeedConfig deepspeed = load_deepspeed_config(options.deepspeed, step.model);
+    inputs.notes.insert(inputs.notes.end(), deepspeed.notes.begin(), deepspeed.notes.end());
     step.plan = deepspeed.plan;
     step.training = apply_deepspeed_batch(step.training, deepspeed, step.data_parallel);
     step.plan_file = step.training_file = options.deepspeed;

@@ -127,6 +127,22 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& document, const std
     plan.name += std::string(plan.quantized_weights ? "-qwz" : "") + (plan.quantized_gradients ? "-qgz" : "");
   }
 
+  // ZeRO-Offload and ZeRO-Infinity (offload_optimizer / offload_param to
+  // "cpu" or "nvme") are not modelled: said, not answered as if the states
+  // stayed on the GPU without a word.
+  for (const std::string key : {"offload_optimizer", "offload_param"}) {
+    const nlohmann::json* device = zero.object(key).find("device");
+    if (device == nullptr) continue;
+    if (!device->is_string()) {
+      throw_input_error(file, "zero_optimization." + key + ".device", "must be a string, got " + device->dump());
+    }
+    if (device->get<std::string>() == "none") continue;
+    config.notes.push_back(file + ": zero_optimization." + key + ".device \"" + device->get<std::string>() +
+                           "\": offload is not modelled; the " +
+                           (key == "offload_optimizer" ? "optimizer states are" : "parameters are") +
+                           " counted and updated on the GPU, without the PCIe copies and CPU work offload adds");
+  }
+
   const double h2 = static_cast<double>(model.hidden) * static_cast<double>(model.hidden);
   const double bytes_per_element = 2;  // bf16 / fp16 buckets
   plan.buckets.reduce_bytes = bytes_per_element * zero.count("reduce_bucket_size", h2).value_or(5e8);

@@ -24,6 +24,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace shardsim::workloads {
 
@@ -34,6 +35,9 @@ struct DeepSpeedConfig {
   std::optional<std::int64_t> gradient_accumulation_steps;
   std::optional<bool> fp16;  // bf16.enabled / fp16.enabled, if either is set
   std::string file;
+  // Where the simulation departs from the config (ZeRO-Offload's devices),
+  // for the user to see.
+  std::vector<std::string> notes;
 };
 
 DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& document, const std::string& file, const ModelSpec& model);
