@@ -1,7 +1,10 @@
-"""What the comparison scripts under results/ share: the CSV each writes and
-the summary of predicted / published ratios each prints."""
+"""What the comparison scripts under results/ share: the shardsim runs each makes, the CSV
+each writes and the summary of predicted / published ratios each prints."""
 import csv
+import json
 import math
+import subprocess
+import sys
 
 
 def geometric_mean(values):
@@ -23,3 +26,12 @@ def print_ratio_summary(groups, width=28):
         if ratios:
             print(f"{label:{width}} {len(ratios):>6} {geometric_mean(ratios):>20.2f} "
                   f"{min(ratios):>6.2f}-{max(ratios):.2f}")
+
+
+def run_json(command, cwd=None):
+    """A `shardsim run ... --json` command's JSON. Exit 1 is a plan that does not fit, which
+    the JSON reports; any other failure stops the script with shardsim's message."""
+    done = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode not in (0, 1):
+        sys.exit(f"shardsim failed on {' '.join(command)}:\n{done.stderr}")
+    return json.loads(done.stdout)

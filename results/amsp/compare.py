@@ -27,13 +27,12 @@ directly. Nothing in shardsim was fitted to these rows.
 import csv
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from comparison_report import print_ratio_summary, write_comparison  # noqa: E402
+from comparison_report import print_ratio_summary, run_json, write_comparison  # noqa: E402
 PEAK_FLOPS = 312e12  # A800 dense bf16, as the paper's MFU uses
 SEQUENCE = 4096
 
@@ -51,10 +50,7 @@ def simulate(shardsim, row, tmp):
     config.write_text(json.dumps(training(row["model"], int(row["micro_batches"]), int(row["gpus"]))))
     command = [shardsim, "run", "--cluster", "a800-1024", "--gpus", row["gpus"], "--model", row["model"],
                "--plan", row["plan"], "--training", str(config), "--overlap", row["overlap"], "--json"]
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):  # 1: does not fit in memory, reported in the JSON
-        sys.exit(f"shardsim failed on {row}:\n{done.stderr}")
-    return json.loads(done.stdout)
+    return run_json(command)
 
 
 def paper_flops_per_token(published):

@@ -36,13 +36,12 @@ import csv
 import importlib.util
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from comparison_report import print_ratio_summary, write_comparison  # noqa: E402
+from comparison_report import print_ratio_summary, run_json, write_comparison  # noqa: E402
 CLUSTER = HERE.parent / "megatron_2021" / "selene.json"
 SEQUENCE = 2048
 A100_DENSE_FP16_FLOPS = 312e12  # the peak MFU is counted against (record 1)
@@ -90,10 +89,7 @@ def simulate(shardsim, gpt, row, tmp):
     flags.write_text(megatron_flags(row))
     command = [shardsim, "run", "--cluster", str(CLUSTER), "--gpus", row["gpus"], "--model", str(model),
                "--megatron", str(flags), "--json"]
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):  # 1: does not fit in memory, reported in the JSON
-        sys.exit(f"shardsim failed on {row}:\n{done.stderr}")
-    return json.loads(done.stdout)
+    return run_json(command)
 
 
 def main():

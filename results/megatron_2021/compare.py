@@ -37,13 +37,12 @@ boundary, and the receiving stage all-gathers it over NVLink.
 import csv
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from comparison_report import print_ratio_summary, write_comparison  # noqa: E402
+from comparison_report import print_ratio_summary, run_json, write_comparison  # noqa: E402
 SEQUENCE = 2048
 VOCAB = 51200
 
@@ -114,10 +113,7 @@ def simulate(shardsim, row, tmp):
         training = tmp / "training.json"
         training.write_text(json.dumps(zero3_training(row, micro_batch)))
         command += ["--plan", "zero3", "--training", str(training)]
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):  # 1: does not fit in memory, reported in the JSON
-        sys.exit(f"shardsim failed on {row}:\n{done.stderr}")
-    return json.loads(done.stdout), micro_batch, chunks
+    return run_json(command), micro_batch, chunks
 
 
 def main():

@@ -30,14 +30,13 @@ import csv
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
-from comparison_report import write_comparison  # noqa: E402
+from comparison_report import run_json, write_comparison  # noqa: E402
 
 PLAN = ROOT / "results" / "torchtitan_fsdp2" / "plan.json"
 CLUSTERS = {96: "h100-1024", 80: "dgx-a100-1024"}  # GPU memory (GiB) -> the preset whose nodes it runs on
@@ -77,10 +76,7 @@ def simulate(shardsim, tmp, row, expandable):
     command = [shardsim, "run", "--cluster", str(cluster_file(tmp, int(row["gpu_memory_gib"]))),
                "--gpus", row["gpus"], "--model", row["preset"], "--plan", str(plan_file(tmp, expandable)),
                "--training", str(training_file(tmp, row)), "--json"]
-    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):  # 1: does not fit in memory, reported in the JSON
-        sys.exit(f"shardsim failed on {' '.join(command)}:\n{done.stderr}")
-    return json.loads(done.stdout)
+    return run_json(command, cwd=ROOT)
 
 
 def main():

@@ -33,14 +33,13 @@ torchtitan).
 import csv
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
-from comparison_report import print_ratio_summary, write_comparison  # noqa: E402
+from comparison_report import print_ratio_summary, run_json, write_comparison  # noqa: E402
 
 GPUS = 64
 CLUSTER = "dgx-a100-1024"
@@ -87,10 +86,7 @@ def simulate(shardsim, args, profile=None, plan=None):
         command += ["--profile", str(profile)]
     if plan:
         command[command.index("--plan") + 1] = str(plan)
-    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):  # 1: does not fit in memory, reported in the JSON
-        sys.exit(f"shardsim failed on {' '.join(command)}:\n{done.stderr}")
-    return json.loads(done.stdout)
+    return run_json(command, cwd=ROOT)
 
 
 def main():
