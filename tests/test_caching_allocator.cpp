@@ -204,6 +204,9 @@ TEST_CASE("a rank's memory ops replayed in the order they ran, two steps", "[all
   REQUIRE(replay_caching_allocator(program, timeline, 0, {false, 80 * kMiB}).out_of_memory);
   timeline.ops = {{}};
   REQUIRE_THROWS_AS(replay_caching_allocator(program, timeline, 0), std::logic_error);
+  // Bytes the allocator counts: whole, and saturating where a cluster file gives a GPU more than 2^64.
+  REQUIRE(allocator_bytes(1.2) == 2);
+  REQUIRE(allocator_bytes(1e30) == UINT64_MAX);
 }
 
 TEST_CASE("over simulated steps the allocator hands out what the timeline's peak holds, rounded, and reserves more",

@@ -163,7 +163,7 @@ int run_step(const RunOptions& options) {
     const int peak_program = program.program_of_rank[static_cast<std::size_t>(summary.peak_memory_rank)];
     const workloads::AllocatorPeaks allocator = workloads::replay_caching_allocator(
         program, timeline, programs[static_cast<std::size_t>(peak_program)],
-        {step.plan.expandable_segments, static_cast<std::uint64_t>(inputs.cluster.node.gpu_memory_bytes)});
+        {step.plan.expandable_segments, workloads::allocator_bytes(inputs.cluster.node.gpu_memory_bytes)});
     summary.reserved_memory_bytes = allocator.reserved_bytes;
     summary.allocator_out_of_memory = allocator.out_of_memory;
   }

@@ -1,5 +1,6 @@
 #include "workloads/memory/allocator_replay.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <deque>
@@ -13,11 +14,14 @@ struct LiveAllocation {
   double bytes = 0;
 };
 
-std::uint64_t whole_bytes(double bytes) { return static_cast<std::uint64_t>(std::ceil(bytes)); }
-
 bool same_size(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(a, b) + 0.5; }
 
 }  // namespace
+
+std::uint64_t allocator_bytes(double bytes) {
+  constexpr double kLimit = 18446744073709551615.0;  // 2^64, the first double past UINT64_MAX
+  return bytes >= kLimit ? UINT64_MAX : static_cast<std::uint64_t>(std::ceil(std::max(bytes, 0.0)));
+}
 
 AllocatorPeaks replay_caching_allocator(const Program& program, const Timeline& timeline, int rank,
                                         const CachingAllocatorOptions& options) {
@@ -30,7 +34,7 @@ AllocatorPeaks replay_caching_allocator(const Program& program, const Timeline& 
   CachingAllocator allocator(options);
   AllocatorPeaks peaks;
   const auto allocate = [&](double bytes, int stream) -> std::optional<CachingAllocator::BlockId> {
-    const auto block = allocator.allocate(whole_bytes(bytes), stream);
+    const auto block = allocator.allocate(allocator_bytes(bytes), stream);
     if (!block) peaks.out_of_memory = true;
     return block;
   };

@@ -15,6 +15,8 @@
 #include "workloads/ir/timeline.h"
 #include "workloads/memory/caching_allocator.h"
 
+#include <cstdint>
+
 namespace shardsim::workloads {
 
 struct AllocatorPeaks {
@@ -23,6 +25,10 @@ struct AllocatorPeaks {
   bool out_of_memory = false;  // a request failed after releasing the cached segments
   std::uint64_t allocation_retries = 0;
 };
+
+// Bytes as the allocator counts them: whole, and at most UINT64_MAX (a
+// cluster file may give a GPU more).
+std::uint64_t allocator_bytes(double bytes);
 
 // Throws std::logic_error for a rank without timings.
 AllocatorPeaks replay_caching_allocator(const Program& program, const Timeline& timeline, int rank,
