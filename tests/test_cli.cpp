@@ -258,6 +258,21 @@ TEST_CASE("scenarios write a row per run, refused combinations in the same colum
   CHECK_FALSE(fs::exists(scratch.path("big.csv")));
 }
 
+TEST_CASE("a profile of another device than the cluster's is said, not taken silently", "[cli]") {
+  const Scratch scratch;
+  const std::string job = "run --model llama-7b --plan zero1 --gpus 8 --scale layers=2,micro_batches=1";
+  const Result cpu = run(scratch, job + " --profile measured/cpu-2core");
+  REQUIRE(cpu.exit_code == 0);
+  REQUIRE_THAT(cpu.err, Catch::Contains("note: --profile measured/cpu-2core describes CPU") &&
+                            Catch::Contains("cluster dgx-a100-1024's GPUs are A100-SXM4-80GB (its profile a100)"));
+  // The same device's profiles (burst, fitted) say nothing.
+  for (const std::string profile : {"a100-burst", "fitted/a100-fitted"}) {
+    const Result same = run(scratch, job + " --profile " + profile);
+    REQUIRE(same.exit_code == 0);
+    REQUIRE_THAT(same.err, !Catch::Contains("note: --profile"));
+  }
+}
+
 TEST_CASE("memory answers as a table or as one JSON object", "[cli][memory]") {
   const Scratch scratch;
   const Result table = run(scratch, "memory --cluster a800-1024 --model llama-13b --plan amsp-llama13b --gpus 64");

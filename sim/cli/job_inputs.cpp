@@ -138,7 +138,24 @@ void check_profile_runs_job(const JobInputs& inputs, const calib::Profile& profi
 }
 
 calib::Profile load_job_profile(const std::string& profile_option, const topology::ClusterSpec& cluster) {
-  if (!profile_option.empty()) return calib::load_profile(profile_option);
+  if (!profile_option.empty()) {
+    calib::Profile profile = calib::load_profile(profile_option);
+    // Another device's profile prices every kernel and call as that device
+    // runs them, and MFU against that device's peak: legitimate (what-if),
+    // but said, as it is easy to do by mistake.
+    std::string own_gpu;
+    try {
+      own_gpu = calib::load_profile(cluster.profile).gpu;
+    } catch (const InputError&) {
+    }
+    if (!own_gpu.empty() && profile.gpu != own_gpu) {
+      std::fprintf(stderr, "note: --profile %s describes %s; cluster %s's GPUs are %s (its profile %s): times and MFU "
+                   "are the profile's device's\n",
+                   profile_option.c_str(), profile.gpu.c_str(), cluster.name.c_str(), own_gpu.c_str(),
+                   cluster.profile.c_str());
+    }
+    return profile;
+  }
   try {
     return calib::load_profile(cluster.profile);
   } catch (const InputError& e) {

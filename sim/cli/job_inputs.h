@@ -61,7 +61,9 @@ void add_plan_variant_options(CLI::App& command, JobOptions& options);
 JobInputs load_job_inputs(const JobOptions& options);
 
 // The profile --profile names, else the cluster's own; a cluster whose
-// profile cannot be loaded is refused naming the cluster file's field.
+// profile cannot be loaded is refused naming the cluster file's field. A
+// --profile of another device than the cluster's own profile gets a note on
+// stderr.
 calib::Profile load_job_profile(const std::string& profile_option, const topology::ClusterSpec& cluster);
 
 // Throws InputError naming the training config's precision or fp8_gemms when
