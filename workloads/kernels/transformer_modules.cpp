@@ -642,7 +642,7 @@ ModuleWork ModuleListBuilder::head() {
     head.backward.push_back(
         waiting_for_call(elementwise(prefix + "final_norm.backward", x, 3 * local_tokens_ * h_), after_combine_));
   }
-  head.activation_bytes = T_ * head_activation_bytes_per_token(model_, training_, parallel_, kernels_);
+  head.activation_bytes = T_ * head_activation_bytes_per_token(model_, training_, parallel_);
   const LossWorkingBytes loss_working = head_working_bytes_per_token(model_, training_, parallel_, kernels_);
   for (double bytes : loss_working.forward) head.forward_working.push_back(T_ * bytes);
   for (double bytes : loss_working.backward) head.backward_working.push_back(T_ * bytes);

@@ -170,8 +170,7 @@ double mtp_input_activation_bytes_per_token(const ModelSpec& model, const Traini
 }
 
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
-                                       const ModelParallelism& parallel, KernelImplementation kernels) {
-  (void)kernels;  // both keep one fp32 copy of the logits
+                                       const ModelParallelism& parallel) {
   const double e = training.bytes_per_value;
   const double prediction = 2.0 * e * static_cast<double>(model.hidden) / parallel.sequence_shards() +
                             kFloat32Bytes * static_cast<double>(model.vocab) / parallel.tensor;
@@ -220,7 +219,7 @@ ActivationFootprint activation_footprint(const ModelSpec& model, const TrainingC
   }
   footprint.recompute_working_bytes =
       training.recompute == Recompute::selective ? tokens * largest_rebuilt : largest_layer;
-  footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel, kernels);
+  footprint.head_bytes = tokens * head_activation_bytes_per_token(model, training, parallel);
   const LossWorkingBytes loss = head_working_bytes_per_token(model, training, parallel, kernels);
   footprint.head_working_bytes = tokens * std::max(loss.forward_total(), loss.backward_total());
   return footprint;

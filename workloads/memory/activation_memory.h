@@ -111,10 +111,10 @@ double mtp_input_activation_bytes_per_token(const ModelSpec& model, const Traini
 // depth's: the final norm's and the LM head's inputs, and what the loss keeps
 // for its backward, the logits' softmax (Megatron-Core) or log-softmax
 // (PyTorch's cross_entropy) in fp32. Every framework computes the loss of
-// bf16 logits in fp32 (head_working_bytes_per_token).
+// bf16 logits in fp32 (head_working_bytes_per_token), so the kernels'
+// implementation does not change it.
 double head_activation_bytes_per_token(const ModelSpec& model, const TrainingConfig& training,
-                                       const ModelParallelism& parallel = {},
-                                       KernelImplementation kernels = KernelImplementation::fused);
+                                       const ModelParallelism& parallel = {});
 
 // The tensors the loss allocates on top of what it keeps, per token and in
 // order, while its forward and its backward run, freed when each ends: the
